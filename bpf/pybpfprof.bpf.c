@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pybpfprof sampler: on every cpu-clock sample of a profiled process, find the
+ * sampled thread's PyThreadState, walk its CPython frames, hash them into a stack
+ * id and push a small record into the ring buffer. No strings here: userspace
+ * turns code-object addresses into names.
+ *
+ * Two copies of the sampler are built from the same step functions:
+ *   on_sample       - bpf_loop (5.17+), walks up to PBP_MAX_DEPTH frames
+ *   on_sample_nolp  - bounded loops for 5.8 .. 5.16, PBP_MAX_DEPTH_NO_LOOP frames
+ * Userspace autoloads exactly one of them.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "pybpfprof/abi.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by userspace before load. */
+const volatile __u32 watch_flags = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22); /* resized by userspace */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct pbp_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 2048); /* resized by userspace */
+	__type(key, __u64);
+	__type(value, struct pbp_stack);
+} stacks SEC(".maps");
+
+struct tstate_entry {
+	__u64 tstate;   /* 0 = known to have none (negative entry) */
+	__u64 ts_ns;    /* when a negative entry was made */
+	__u32 generation;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct tstate_entry);
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PBP_STAT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct scratch {
+	struct pbp_stack stack;
+	__u8 fwin[PBP_WINDOW];
+	__u8 cwin[PBP_WINDOW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+/* A negative thread-state entry is trusted this long before the list is walked again. */
+#define NEG_TTL_NS 1000000000ULL
+
+static __always_inline void stat_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += n;
+}
+
+static __always_inline __u64 rd_u64(__u64 addr)
+{
+	__u64 v = 0;
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* Fields sit at their natural alignment inside the 8-aligned windows; masking both
+ * bounds the offset for the verifier and lets clang emit one aligned load. Userspace
+ * validates every offset against PBP_WINDOW. */
+static __always_inline __u64 win_u64(const __u8 *w, __u32 off)
+{
+	return *(const __u64 *)(w + (off & (PBP_WINDOW - 8)));
+}
+
+static __always_inline __u32 win_u32(const __u8 *w, __u32 off)
+{
+	return *(const __u32 *)(w + (off & (PBP_WINDOW - 4)));
+}
+
+static __always_inline __u8 win_u8(const __u8 *w, __u32 off)
+{
+	return w[off & (PBP_WINDOW - 1)];
+}
+
+/* ---- thread-state search -------------------------------------------------- */
+
+struct tswalk {
+	const struct pbp_py_offsets *off;
+	__u64 interp;
+	__u64 ts;
+	__u64 fsbase;
+	__u64 found;
+	__u32 ninterp;
+	__u32 reason;
+};
+
+/* One step of the walk over interpreters x threads. Returns 1 to stop. */
+static __always_inline int tswalk_step(struct tswalk *w)
+{
+	const struct pbp_py_offsets *off = w->off;
+
+	if (!w->ts) {
+		w->interp = rd_u64(w->interp + off->interp_next);
+		if (!w->interp) {
+			w->reason = PBP_ERR_NO_TSTATE;
+			return 1;
+		}
+		if (++w->ninterp >= PBP_MAX_INTERPRETERS) {
+			w->reason = PBP_ERR_THREAD_WALK_LIMIT;
+			return 1;
+		}
+		w->ts = rd_u64(w->interp + off->interp_threads_head);
+		return 0;
+	}
+	if (rd_u64(w->ts + off->tstate_thread_id) == w->fsbase) {
+		w->found = w->ts;
+		w->reason = PBP_OK;
+		return 1;
+	}
+	w->ts = rd_u64(w->ts + off->tstate_next);
+	return 0;
+}
+
+static long tswalk_cb(__u32 i, void *ctx)
+{
+	return tswalk_step((struct tswalk *)ctx);
+}
+
+/* ---- frame walk ------------------------------------------------------------ */
+
+struct fwalk {
+	const struct pbp_proc *proc;
+	struct scratch *s;
+	__u64 frame;
+	__u64 hash;
+	__u64 last_code;   /* csum cache: recursion repeats the same code object */
+	__u32 last_csum;
+	__u32 depth;
+	__u32 max_depth;
+	__u32 flags;
+	__u32 reason;
+};
+
+static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const __u8 *cwin)
+{
+	__u32 acc = 0;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		__u8 sz = off->csum_size[i];
+		if (sz == 8)
+			acc = pbp_csum_step(acc, win_u64(cwin, off->csum_off[i]));
+		else if (sz == 4)
+			acc = pbp_csum_step(acc, win_u32(cwin, off->csum_off[i]));
+	}
+	return acc;
+}
+
+/* Resolve the bytecode base the instruction pointer points into. */
+static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u64 code,
+					   const __u8 *fwin, const __u8 *cwin)
+{
+	__u64 base = code + off->code_adaptive;
+	if (off->frame_tlbc_index != PBP_OFF_NONE && off->code_tlbc != PBP_OFF_NONE) {
+		__s32 idx = (__s32)win_u32(fwin, off->frame_tlbc_index);
+		__u64 arr = win_u64(cwin, off->code_tlbc);
+		/* _PyCodeArray { Py_ssize_t size; char *entries[]; } */
+		if (idx > 0 && arr) {
+			__u64 e = rd_u64(arr + 8 + 8 * (__u64)(idx & 0xffff));
+			if (e)
+				base = e;
+		}
+	}
+	return base;
+}
+
+/* One frame. Returns 1 to stop. */
+static __always_inline int fwalk_step(struct fwalk *w)
+{
+	const struct pbp_py_offsets *off = &w->proc->off;
+	struct scratch *s = w->s;
+	__u32 len;
+
+	if (!w->frame)
+		return 1;
+	if (w->depth >= w->max_depth) {
+		w->flags |= PBP_F_TRUNCATED;
+		return 1;
+	}
+	len = off->frame_read_len;
+	if (len > PBP_WINDOW)
+		len = PBP_WINDOW;
+	if (len == 0 || bpf_probe_read_user(s->fwin, len, (const void *)w->frame)) {
+		w->flags |= PBP_F_PARTIAL;
+		w->reason = PBP_ERR_READ_FRAME;
+		return 1;
+	}
+	__u64 cur = w->frame;
+	w->frame = win_u64(s->fwin, off->frame_previous);
+	if (w->frame == cur) /* self-loop in freed memory */
+		w->frame = 0;
+
+	if (off->frame_owner != PBP_OFF_NONE) {
+		__u8 owner = win_u8(s->fwin, off->frame_owner);
+		if (owner < 32 && (off->skip_owner_mask & (1u << owner)))
+			return 0; /* C-stack / shim frame: not Python */
+	}
+	__u64 code = win_u64(s->fwin, off->frame_code) & ~(__u64)off->executable_tag_mask;
+	if (!code)
+		return 0;
+
+	__u32 csum;
+	if (code == w->last_code) {
+		csum = w->last_csum;
+	} else {
+		len = off->code_read_len;
+		if (len > PBP_WINDOW)
+			len = PBP_WINDOW;
+		if (len == 0 || bpf_probe_read_user(s->cwin, len, (const void *)code)) {
+			w->flags |= PBP_F_PARTIAL;
+			w->reason = PBP_ERR_READ_CODE;
+			return 1;
+		}
+		if (w->proc->code_type_addr &&
+		    win_u64(s->cwin, off->code_ob_type) != w->proc->code_type_addr) {
+			stat_add(PBP_STAT_REASON_BASE + PBP_ERR_NOT_CODE, 1);
+			return 0; /* 3.13+: f_executable may be None or another object */
+		}
+		csum = code_csum(off, s->cwin);
+		w->last_code = code;
+		w->last_csum = csum;
+	}
+
+	__u32 instr = PBP_INSTR_UNKNOWN;
+	if (off->instr_kind == PBP_INSTR_PTR) {
+		__u64 ip = win_u64(s->fwin, off->frame_instr);
+		__u64 base = bytecode_base(off, code, s->fwin, s->cwin);
+		if (ip >= base && ip - base < 0x1ffffffffULL)
+			instr = (__u32)((ip - base) >> 1);
+		else if (ip && ip < base)
+			instr = 0; /* 3.11/3.12: prev_instr is one before the first unit */
+	} else {
+		__s32 lasti = (__s32)win_u32(s->fwin, off->frame_instr);
+		instr = lasti < 0 ? 0 : (__u32)lasti;
+	}
+
+	__u32 d = w->depth;
+	if (d >= PBP_MAX_DEPTH)
+		return 1;
+	struct pbp_frame *f = &s->stack.frames[d & (PBP_MAX_DEPTH - 1)];
+	f->code = code;
+	f->instr = instr;
+	f->csum = csum;
+	w->hash = pbp_stack_hash_step(w->hash, f);
+	w->depth = d + 1;
+	return 0;
+}
+
+static long fwalk_cb(__u32 i, void *ctx)
+{
+	return fwalk_step((struct fwalk *)ctx);
+}
+
+/* ---- the sampler ----------------------------------------------------------- */
+
+static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id, __u32 depth,
+				__u32 flags, __u32 reason)
+{
+	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_add(PBP_STAT_RINGBUF_DROP, 1);
+		return 0;
+	}
+	e->ts_ns = ts;
+	e->type = PBP_EV_SAMPLE;
+	e->pid = tgid;
+	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->stack_id = stack_id;
+	e->flags = flags;
+	e->reason = reason;
+	e->depth = depth;
+	e->_pad = 0;
+	e->ppid = 0;
+	e->_pad2 = 0;
+	bpf_ringbuf_submit(e, 0);
+	stat_add(PBP_STAT_EMITTED, 1);
+	if (reason)
+		stat_add(PBP_STAT_REASON_BASE + reason, 1);
+	return 0;
+}
+
+/* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. */
+static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_tgid, __u64 now,
+					 int use_loop, __u32 *reason)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	const struct pbp_py_offsets *off = &proc->off;
+
+	struct tstate_entry *ce = bpf_map_lookup_elem(&tstates, &pid_tgid);
+	if (ce && ce->generation == proc->generation) {
+		if (ce->tstate) {
+			if (rd_u64(ce->tstate + off->tstate_thread_id) == fsbase) {
+				stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
+				return ce->tstate;
+			}
+		} else if (now - ce->ts_ns < NEG_TTL_NS) {
+			*reason = PBP_ERR_NO_TSTATE;
+			return 0;
+		}
+	}
+
+	struct tswalk w = {};
+	w.off = off;
+	w.fsbase = fsbase;
+	w.interp = rd_u64(proc->interp_head_addr);
+	if (!w.interp) {
+		*reason = PBP_ERR_NO_INTERPRETER;
+		return 0;
+	}
+	w.ts = rd_u64(w.interp + off->interp_threads_head);
+	w.reason = PBP_ERR_THREAD_WALK_LIMIT;
+	stat_add(PBP_STAT_TSTATE_WALK, 1);
+	if (use_loop) {
+		bpf_loop(PBP_MAX_THREAD_WALK, tswalk_cb, &w, 0);
+	} else {
+		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
+			if (tswalk_step(&w))
+				break;
+	}
+
+	struct tstate_entry ne = {};
+	ne.tstate = w.found;
+	ne.ts_ns = now;
+	ne.generation = proc->generation;
+	if (w.found || w.reason == PBP_ERR_NO_TSTATE)
+		bpf_map_update_elem(&tstates, &pid_tgid, &ne, BPF_ANY);
+	if (!w.found)
+		*reason = w.reason;
+	return w.found;
+}
+
+static __always_inline int sample(int use_loop)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	if (!tgid)
+		return 0;
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc)
+		return 0;
+
+	__u64 now = bpf_ktime_get_ns();
+	stat_add(PBP_STAT_SAMPLES, 1);
+
+	__u32 reason = PBP_OK;
+	__u64 ts = find_tstate(proc, pid_tgid, now, use_loop, &reason);
+	if (!ts)
+		return emit(now, tgid, tid, 0, 0, 0, reason);
+
+	const struct pbp_py_offsets *off = &proc->off;
+	__u64 frame = rd_u64(ts + off->tstate_frame);
+	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
+		frame = rd_u64(frame + off->cframe_current_frame);
+	if (!frame)
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME);
+
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+
+	struct fwalk w = {};
+	w.proc = proc;
+	w.s = s;
+	w.frame = frame;
+	w.hash = pbp_stack_hash_init(tgid);
+	w.max_depth = proc->max_depth;
+	if (use_loop) {
+		if (w.max_depth > PBP_MAX_DEPTH)
+			w.max_depth = PBP_MAX_DEPTH;
+		bpf_loop(PBP_MAX_DEPTH + 1, fwalk_cb, &w, 0);
+	} else {
+		if (w.max_depth > PBP_MAX_DEPTH_NO_LOOP)
+			w.max_depth = PBP_MAX_DEPTH_NO_LOOP;
+		for (int i = 0; i < PBP_MAX_DEPTH_NO_LOOP + 1; i++)
+			if (fwalk_step(&w))
+				break;
+	}
+	if (w.flags & PBP_F_TRUNCATED)
+		stat_add(PBP_STAT_TRUNCATED, 1);
+	if (!w.depth)
+		return emit(now, tgid, tid, 0, 0, w.flags, w.reason ? w.reason : PBP_ERR_NO_FRAME);
+
+	__u64 id = w.hash ? w.hash : 1;
+	if (!bpf_map_lookup_elem(&stacks, &id)) {
+		s->stack.depth = w.depth;
+		s->stack.pid = tgid;
+		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0)
+			stat_add(PBP_STAT_STACK_NEW, 1);
+		else if (!bpf_map_lookup_elem(&stacks, &id))
+			return emit(now, tgid, tid, 0, w.depth, w.flags, PBP_ERR_STACK_MAP);
+	}
+	return emit(now, tgid, tid, id, w.depth, w.flags, w.reason);
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample(1);
+}
+
+SEC("perf_event")
+int on_sample_nolp(struct bpf_perf_event_data *ctx)
+{
+	return sample(0);
+}
+
+/* ---- process lifecycle ----------------------------------------------------- */
+
+static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
+{
+	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_add(PBP_STAT_EVENT_DROP, 1);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->type = type;
+	e->pid = tgid;
+	e->tid = tgid;
+	e->ppid = ppid;
+	e->cpu = bpf_get_smp_processor_id();
+	/* wake the consumer at once: discovery latency matters more than batching */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p)
+{
+	if (!(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
+	emit_proc_event(PBP_EV_EXEC, tgid, ppid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 pid = BPF_CORE_READ(p, pid);
+	if (pid != tgid)
+		return 0;
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	emit_proc_event(PBP_EV_EXIT, tgid, 0);
+	return 0;
+}

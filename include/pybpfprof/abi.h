@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * The one BPF <-> userspace ABI of pybpfprof.
+ *
+ * Included by bpf/pybpfprof.bpf.c (compiled with clang -target bpf, after vmlinux.h)
+ * and by the C++ userspace. Everything that crosses the boundary is defined here:
+ * map value layouts, ring-buffer records, error reasons and the per-interpreter
+ * struct offsets. Plain C, fixed-width types only.
+ */
+#ifndef PYBPFPROF_ABI_H
+#define PYBPFPROF_ABI_H
+
+#ifdef __bpf__
+/* vmlinux.h provides __u8.. __u64 */
+#else
+#include <linux/types.h>
+#endif
+
+/* ---- limits --------------------------------------------------------------- */
+
+/* Deepest Python stack captured whole (CPython's default recursion limit is 1000). */
+#define PBP_MAX_DEPTH 1024
+/* Depth reachable without bpf_loop (kernels 5.10 .. 5.16): bounded unrolled walk. */
+#define PBP_MAX_DEPTH_NO_LOOP 96
+/* Bounds for the thread-state search (interpreters x threads). */
+#define PBP_MAX_INTERPRETERS 16
+#define PBP_MAX_THREAD_WALK 4096
+#define PBP_MAX_THREAD_WALK_NO_LOOP 48
+/* Largest window read from a frame or a code object in one probe read. */
+#define PBP_WINDOW 256
+
+/* ---- per-interpreter struct offsets (filled by userspace/cpython) ----------- */
+
+/* How frames are linked. */
+enum pbp_frame_kind {
+	PBP_FRAME_OBJECT = 1,      /* <= 3.10: tstate->frame -> PyFrameObject{f_back,f_code,f_lasti} */
+	PBP_FRAME_INTERP_CFRAME = 2, /* 3.11, 3.12: tstate->cframe->current_frame -> _PyInterpreterFrame */
+	PBP_FRAME_INTERP = 3,      /* 3.13+: tstate->current_frame -> _PyInterpreterFrame */
+};
+
+/* How the instruction position of a frame is stored. */
+enum pbp_instr_kind {
+	PBP_INSTR_LASTI_BYTES = 1, /* <= 3.9: int f_lasti, a byte offset */
+	PBP_INSTR_LASTI_UNITS = 2, /* 3.10: int f_lasti, in 2-byte code units */
+	PBP_INSTR_PTR = 3,         /* 3.11+: pointer into co_code_adaptive (prev_instr / instr_ptr) */
+};
+
+#define PBP_OFF_NONE 0xffff
+
+struct pbp_py_offsets {
+	__u32 py_version_hex;     /* PY_VERSION_HEX of the interpreter */
+	__u8 frame_kind;          /* enum pbp_frame_kind */
+	__u8 instr_kind;          /* enum pbp_instr_kind */
+	__u8 free_threaded;       /* Py_GIL_DISABLED build */
+	__u8 executable_tag_mask; /* low bits to clear from f_executable (3.14: _PyStackRef) */
+
+	/* _PyRuntimeState / interpreter list */
+	__u16 interp_next;        /* PyInterpreterState.next */
+	__u16 interp_threads_head;/* PyInterpreterState.threads.head (tstate_head before 3.12) */
+
+	/* PyThreadState */
+	__u16 tstate_next;
+	__u16 tstate_thread_id;   /* unsigned long, == pthread_self() == fsbase on x86_64 */
+	__u16 tstate_frame;       /* frame (<=3.10), cframe (3.11/3.12), current_frame (3.13+) */
+	__u16 cframe_current_frame; /* _PyCFrame.current_frame (3.11/3.12), else PBP_OFF_NONE */
+
+	/* frame (PyFrameObject or _PyInterpreterFrame) */
+	__u16 frame_previous;     /* f_back / previous */
+	__u16 frame_code;         /* f_code / f_executable */
+	__u16 frame_instr;        /* f_lasti / prev_instr / instr_ptr */
+	__u16 frame_owner;        /* char owner (3.11+), else PBP_OFF_NONE */
+	__u16 frame_tlbc_index;   /* int32 tlbc_index (3.14 free-threaded), else PBP_OFF_NONE */
+	__u16 frame_read_len;     /* bytes to read from a frame to cover the fields above (<= PBP_WINDOW) */
+
+	/* code object */
+	__u16 code_ob_type;       /* PyObject.ob_type; checked against code_type_addr when nonzero */
+	__u16 code_adaptive;      /* offsetof(PyCodeObject, co_code_adaptive) (3.11+) */
+	__u16 code_tlbc;          /* co_tlbc (3.14 free-threaded), else PBP_OFF_NONE */
+	__u16 code_read_len;      /* bytes to read from a code object (<= PBP_WINDOW) */
+	/* Code-object checksum: up to four immutable fields mixed by pbp_code_csum().
+	 * Keys the symbol cache together with the address, so a reused address is never
+	 * mislabelled. Size 0 marks an unused slot. */
+	__u16 csum_off[4];
+	__u8 csum_size[4];        /* 4 or 8 */
+
+	/* Frame owners that are not Python frames are skipped: bit N set = skip owner N
+	 * (3.12/3.13: CSTACK=3; 3.14+: INTERPRETER=3 and CSTACK=4). */
+	__u32 skip_owner_mask;
+	__u32 _pad0;
+};
+
+/* Per profiled process (key: host tgid). */
+struct pbp_proc {
+	struct pbp_py_offsets off;
+	__u64 interp_head_addr;   /* address of the pointer to the first PyInterpreterState */
+	__u64 code_type_addr;     /* &PyCode_Type in the target, 0 = no type check */
+	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
+	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
+};
+
+/* ---- stacks ------------------------------------------------------------------ */
+
+struct pbp_frame {
+	__u64 code;               /* code object address (tag bits cleared) */
+	__u32 instr;              /* instruction offset, see enum pbp_instr_kind; PBP_INSTR_UNKNOWN if none */
+	__u32 csum;               /* pbp_code_csum() of the code object at sample time */
+};
+#define PBP_INSTR_UNKNOWN 0xffffffffu
+
+/* Value of the stacks map; frames[0] is the innermost (leaf) frame. */
+struct pbp_stack {
+	__u32 depth;
+	__u32 pid;                /* host tgid the stack belongs to (also mixed into the id) */
+	struct pbp_frame frames[PBP_MAX_DEPTH];
+};
+
+/* ---- ring-buffer records ----------------------------------------------------- */
+
+enum pbp_event_type {
+	PBP_EV_SAMPLE = 1,
+	PBP_EV_EXEC = 2,
+	PBP_EV_EXIT = 3,
+};
+
+/* Why a sample of a profiled process carries no (or a partial) Python stack. */
+enum pbp_reason {
+	PBP_OK = 0,
+	PBP_ERR_NO_INTERPRETER = 1,  /* runtime not initialised yet / finalised */
+	PBP_ERR_NO_TSTATE = 2,       /* sampled thread has no PyThreadState (native thread) */
+	PBP_ERR_NO_FRAME = 3,        /* thread state has no Python frame (starting/idle in C) */
+	PBP_ERR_READ_RUNTIME = 4,    /* probe read of interpreter/thread list failed */
+	PBP_ERR_READ_FRAME = 5,      /* probe read of a frame failed (stack partial) */
+	PBP_ERR_READ_CODE = 6,       /* probe read of a code object failed (stack partial) */
+	PBP_ERR_NOT_CODE = 7,        /* f_executable is not a code object (skipped, counted) */
+	PBP_ERR_STACK_MAP = 8,       /* could not store the stack (map update failed) */
+	PBP_ERR_THREAD_WALK_LIMIT = 9, /* thread list longer than the walk bound */
+	PBP_REASON_COUNT = 10,
+};
+
+/* Sample flags. */
+#define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */
+#define PBP_F_PARTIAL (1u << 1)    /* the walk stopped on an error (reason says which) */
+
+struct pbp_event {
+	__u64 ts_ns;              /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u32 type;               /* enum pbp_event_type */
+	__u32 pid;                /* host tgid */
+	__u32 tid;                /* host tid */
+	__u32 cpu;
+	__u64 stack_id;           /* key into the stacks map; 0 = no stack */
+	__u16 flags;              /* PBP_F_* */
+	__u16 reason;             /* enum pbp_reason */
+	__u16 depth;
+	__u16 _pad;
+	__u32 ppid;               /* EXEC: parent tgid */
+	__u32 _pad2;
+};
+
+/* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
+
+enum pbp_stat {
+	PBP_STAT_SAMPLES = 0,        /* perf events seen for a profiled tgid */
+	PBP_STAT_EMITTED = 1,        /* sample records committed to the ring buffer */
+	PBP_STAT_RINGBUF_DROP = 2,   /* ring buffer full: sample lost */
+	PBP_STAT_TSTATE_CACHE_HIT = 3,
+	PBP_STAT_TSTATE_WALK = 4,    /* thread-state found by walking the thread list */
+	PBP_STAT_TRUNCATED = 5,
+	PBP_STAT_STACK_NEW = 6,      /* stack ids inserted into the stacks map */
+	PBP_STAT_EVENT_DROP = 7,     /* exec/exit record lost */
+	PBP_STAT_REASON_BASE = 8,    /* + enum pbp_reason */
+	PBP_STAT_COUNT = PBP_STAT_REASON_BASE + PBP_REASON_COUNT,
+};
+
+/* ---- global configuration (BPF .rodata/.bss set before load) ---------------- */
+
+/* Exec/exit tracking modes. */
+#define PBP_WATCH_EXEC (1u << 0)     /* report every exec (for --all-python / launched trees) */
+
+/* ---- shared algorithms --------------------------------------------------------- */
+
+static inline __u64 pbp_mix64(__u64 x)
+{
+	/* splitmix64 finaliser */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+/* Mix one checksum field value (already read, zero-extended). */
+static inline __u32 pbp_csum_step(__u32 acc, __u64 field)
+{
+	return (__u32)pbp_mix64(((__u64)acc << 32) ^ field ^ 0x9e3779b97f4a7c15ULL);
+}
+
+/* Stack id: tgid, then every frame, folded in order. Never 0. */
+static inline __u64 pbp_stack_hash_init(__u32 tgid)
+{
+	return pbp_mix64(0x5042505354414b31ULL ^ tgid);
+}
+static inline __u64 pbp_stack_hash_step(__u64 h, const struct pbp_frame *f)
+{
+	h = pbp_mix64(h ^ f->code);
+	return pbp_mix64(h ^ (((__u64)f->instr << 32) | f->csum));
+}
+
+#endif /* PYBPFPROF_ABI_H */

@@ -1,0 +1,46 @@
+// Shared helpers for unit and integration tests.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace pbp::test {
+
+// True when running under CI=true: nothing may be skipped there.
+bool in_ci();
+
+// Skip the current test outside CI, fail it under CI. Use as: PBP_REQUIRE(cond, "why").
+#define PBP_REQUIRE(cond, why)                                                       \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            if (::pbp::test::in_ci()) FAIL() << "required under CI=true: " << (why); \
+            GTEST_SKIP() << (why);                                                   \
+        }                                                                            \
+    } while (0)
+
+struct CmdResult {
+    int status = -1;  // exit code, or 128+signal
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs argv (no shell), capturing stdout/stderr.
+CmdResult run(const std::vector<std::string>& argv, int timeout_s = 120);
+
+std::string source_dir();
+std::string binary_dir();
+std::string pybpfprof_bin();
+std::string read_file(const std::string& path);
+std::string temp_dir();  // a fresh directory, removed at exit
+
+// Python interpreters available to the tests, by name ("host-3.11", "pyenv-3.12", ...).
+struct Interpreter {
+    std::string name;
+    std::vector<std::string> argv;  // how to start it (may include chroot)
+    std::string version;            // "3.12"
+};
+// The host's Debian /usr/bin/python3.11 (static).
+Interpreter host_python();
+// pyenv builds under /root/.pyenv/versions matching a minor version ("3.12"), if present.
+std::vector<Interpreter> pyenv_pythons();
+
+}  // namespace pbp::test

@@ -1,0 +1,81 @@
+// All per-CPython-version struct knowledge lives in userspace/cpython/.
+// This header: the layout of one interpreter build, as BPF and the symbolizer need it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "pybpfprof/abi.h"
+
+namespace pbp::cpython {
+
+struct Version {
+    uint8_t major = 0, minor = 0, micro = 0;
+    uint8_t level = 0xF;  // PY_RELEASE_LEVEL: 0xA alpha, 0xB beta, 0xC rc, 0xF final
+    uint8_t serial = 0;
+
+    static Version from_hex(uint32_t hex);
+    uint32_t hex() const;
+    std::string str() const;  // "3.11.7", "3.14.0rc2"
+    bool at_least(int maj, int min) const { return major > maj || (major == maj && minor >= min); }
+    bool known() const { return major != 0; }
+};
+
+enum class LineTableFormat {
+    Lnotab,       // <= 3.9: co_lnotab, byte offsets
+    Linetable310, // 3.10: co_linetable, byte offsets
+    Locations311, // 3.11+: co_linetable location table, code units
+};
+
+// What userspace needs to decode code objects and strings (BPF never reads these).
+struct ObjectLayout {
+    // PyCodeObject
+    uint16_t co_filename = PBP_OFF_NONE;
+    uint16_t co_name = PBP_OFF_NONE;
+    uint16_t co_qualname = PBP_OFF_NONE;  // 3.11+
+    uint16_t co_firstlineno = PBP_OFF_NONE;
+    uint16_t co_linetable = PBP_OFF_NONE; // co_lnotab (<= 3.9) or co_linetable
+    // PyBytesObject
+    uint16_t bytes_size = PBP_OFF_NONE;   // ob_size
+    uint16_t bytes_sval = PBP_OFF_NONE;   // ob_sval
+    // PyUnicodeObject: PyASCIIObject {.., length, hash, state}; data follows the header
+    uint16_t unicode_length = PBP_OFF_NONE;
+    uint16_t unicode_state = PBP_OFF_NONE;
+    uint16_t unicode_ascii_size = 0;      // sizeof(PyASCIIObject): compact ASCII data starts here
+    uint16_t unicode_compact_size = 0;    // sizeof(PyCompactUnicodeObject): compact non-ASCII data
+    uint8_t state_kind_shift = 2;         // bit position of the 3-bit 'kind'
+    uint8_t state_compact_bit = 5;
+    uint8_t state_ascii_bit = 6;
+};
+
+struct Layout {
+    Version version;
+    bool free_threaded = false;
+    LineTableFormat line_format = LineTableFormat::Locations311;
+    pbp_py_offsets bpf{};  // handed to BPF as-is (frame_read_len/code_read_len filled in)
+    ObjectLayout obj;
+    // Offset inside _PyRuntime of the interpreters list head (PyInterpreterState*).
+    // nullopt for 3.6, where the list head is the static 'interp_head' variable.
+    std::optional<uint64_t> runtime_interp_head;
+    std::string source;  // where it came from: "table 3.11" / "_Py_DebugOffsets 3.13.0"
+};
+
+// The newest minor version whose layout has been tested against a real interpreter.
+constexpr int kNewestTestedMinor = 15;
+
+// Built-in tables, derived from CPython's headers at each release tag (3.6 .. 3.12).
+std::optional<Layout> builtin_layout(Version v, bool free_threaded);
+
+// 3.13+: decode _Py_DebugOffsets, the first member of _PyRuntimeState (read from the
+// target at &_PyRuntime). Checks the "xdebugpy" cookie, the version and free_threaded.
+// A valid table for a version newer than kNewestTestedMinor is accepted with a warning.
+std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, std::string& error,
+                                                std::string& warning);
+// How many bytes of _PyRuntime to read for layout_from_debug_offsets().
+constexpr size_t kDebugOffsetsReadSize = 4096;
+
+// Fills frame_read_len / code_read_len and checks every BPF offset fits in PBP_WINDOW.
+bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error);
+
+}  // namespace pbp::cpython

@@ -1,0 +1,71 @@
+#include "profile.h"
+
+#include <functional>
+
+namespace pbp {
+
+namespace {
+inline size_t hash_combine(size_t h, size_t v) {
+    return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+}  // namespace
+
+size_t FrameHash::operator()(const Frame& f) const {
+    size_t h = std::hash<std::string>{}(f.name);
+    h = hash_combine(h, std::hash<std::string>{}(f.file));
+    h = hash_combine(h, static_cast<size_t>(f.line));
+    return hash_combine(h, f.synthetic);
+}
+
+uint32_t FrameTable::intern(const Frame& f) {
+    auto it = index_.find(f);
+    if (it != index_.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(frames_.size());
+    frames_.push_back(f);
+    index_.emplace(f, id);
+    return id;
+}
+
+size_t StackTable::VecHash::operator()(const std::vector<uint32_t>& v) const {
+    size_t h = v.size();
+    for (uint32_t x : v) h = hash_combine(h, x);
+    return h;
+}
+
+uint32_t StackTable::intern(const std::vector<uint32_t>& root_first) {
+    auto it = index_.find(root_first);
+    if (it != index_.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(stacks_.size());
+    stacks_.push_back(root_first);
+    index_.emplace(root_first, id);
+    return id;
+}
+
+std::string ProcessProfile::display_name() const {
+    std::string base = cmdline.empty() ? comm : cmdline;
+    if (base.size() > 120) base = base.substr(0, 117) + "...";
+    std::string s = base + " (pid " + std::to_string(pid);
+    if (ns_pid && ns_pid != pid) s += ", ns pid " + std::to_string(ns_pid);
+    return s + ")";
+}
+
+uint64_t Profile::total_samples() const {
+    uint64_t n = 0;
+    for (auto& [_, p] : processes)
+        for (auto& [__, t] : p.threads) n += t.samples.size();
+    return n;
+}
+
+size_t Profile::total_threads() const {
+    size_t n = 0;
+    for (auto& [_, p] : processes) n += p.threads.size();
+    return n;
+}
+
+uint64_t Profile::unresolved_total() const {
+    uint64_t n = 0;
+    for (auto& [_, c] : run.unresolved) n += c;
+    return n;
+}
+
+}  // namespace pbp

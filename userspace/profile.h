@@ -1,0 +1,114 @@
+// The aggregated profile: what every exporter reads. Samples keep their timestamps per
+// (process, thread), so timelines and flame graphs are built from the same data.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pbp {
+
+struct Frame {
+    std::string name;  // qualified name (co_qualname on 3.11+), or a synthetic "[...]" marker
+    std::string file;  // co_filename, empty for synthetic frames
+    int line = 0;      // exact line of the sampled instruction; 0 = unknown
+    bool synthetic = false;
+
+    bool operator==(const Frame& o) const {
+        return line == o.line && synthetic == o.synthetic && name == o.name && file == o.file;
+    }
+};
+
+struct FrameHash {
+    size_t operator()(const Frame& f) const;
+};
+
+class FrameTable {
+public:
+    uint32_t intern(const Frame& f);
+    const Frame& at(uint32_t i) const { return frames_[i]; }
+    size_t size() const { return frames_.size(); }
+    const std::vector<Frame>& all() const { return frames_; }
+
+private:
+    std::vector<Frame> frames_;
+    std::unordered_map<Frame, uint32_t, FrameHash> index_;
+};
+
+// Stacks are frame-index vectors, outermost (root) frame first.
+class StackTable {
+public:
+    uint32_t intern(const std::vector<uint32_t>& root_first);
+    const std::vector<uint32_t>& at(uint32_t i) const { return stacks_[i]; }
+    size_t size() const { return stacks_.size(); }
+
+private:
+    struct VecHash {
+        size_t operator()(const std::vector<uint32_t>& v) const;
+    };
+    std::vector<std::vector<uint32_t>> stacks_;
+    std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> index_;
+};
+
+struct Sample {
+    uint64_t ts_ns;  // CLOCK_MONOTONIC, as stamped by BPF
+    uint32_t stack;  // StackTable index
+    uint32_t cpu;
+};
+
+struct ThreadProfile {
+    uint32_t tid = 0;     // host tid
+    uint32_t ns_tid = 0;  // tid inside the process's PID namespace (== tid when none)
+    std::string name;     // /proc/PID/task/TID/comm
+    std::vector<Sample> samples;  // in time order
+};
+
+struct ProcessProfile {
+    uint32_t pid = 0;     // host pid
+    uint32_t ns_pid = 0;  // pid inside its PID namespace (NSpid), == pid when none
+    std::string comm;
+    std::string cmdline;  // argv joined by spaces
+    std::string exe;
+    std::string python;   // "3.11.7 (static /usr/bin/python3.11)"
+    uint64_t first_sample_ns = 0, last_sample_ns = 0;
+    bool exited = false;
+    std::map<std::string, std::string> labels;  // container / pod labels, when known
+    std::map<uint32_t, ThreadProfile> threads;  // by host tid
+
+    std::string display_name() const;  // "python3 app.py (pid 1234)"
+};
+
+struct RunInfo {
+    std::string target;                 // "pid 1234", "all-python", "python3 app.py"
+    std::vector<std::string> command;   // launched command, if any
+    uint64_t start_mono_ns = 0;         // CLOCK_MONOTONIC at start of sampling
+    uint64_t end_mono_ns = 0;
+    int64_t start_unix_ns = 0;          // CLOCK_REALTIME at start_mono_ns
+    double rate_hz = 0;
+    uint64_t period_ns = 0;             // each sample stands for this much CPU time
+    std::string kernel;                 // uname -r
+    std::string version;                // pybpfprof version
+    uint64_t lost = 0;                  // ring-buffer drops
+    std::map<std::string, uint64_t> unresolved;  // reason -> samples without a full stack
+    uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
+    int max_depth = 0;                  // deepest stack BPF can walk on this kernel
+
+    int64_t unix_ns(uint64_t mono_ns) const {
+        return start_unix_ns + static_cast<int64_t>(mono_ns - start_mono_ns);
+    }
+    double duration_s() const { return (end_mono_ns - start_mono_ns) / 1e9; }
+};
+
+struct Profile {
+    RunInfo run;
+    FrameTable frames;
+    StackTable stacks;
+    std::map<uint32_t, ProcessProfile> processes;  // by host pid
+
+    uint64_t total_samples() const;
+    size_t total_threads() const;
+    uint64_t unresolved_total() const;
+};
+
+}  // namespace pbp
