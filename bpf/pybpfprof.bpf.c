@@ -403,7 +403,7 @@ static __always_inline int sample(int use_loop)
 	w.proc = proc;
 	w.s = s;
 	w.frame = frame;
-	w.hash = pbp_stack_hash_init(tgid);
+	w.hash = pbp_stack_hash_init(tgid, proc->generation);
 	w.max_depth = proc->max_depth;
 	if (use_loop) {
 		if (w.max_depth > PBP_MAX_DEPTH)
@@ -486,5 +486,21 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
 	emit_proc_event(PBP_EV_EXIT, tgid, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	if (!bpf_map_lookup_elem(&procs, &ptgid))
+		return 0;
+	__u32 cpid = BPF_CORE_READ(child, pid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (cpid != ctgid) /* a new thread, not a new process */
+		return 0;
+	emit_proc_event(PBP_EV_FORK, ctgid, ptgid);
 	return 0;
 }

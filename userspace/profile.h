@@ -90,6 +90,7 @@ struct RunInfo {
     std::string kernel;                 // uname -r
     std::string version;                // pybpfprof version
     uint64_t lost = 0;                  // ring-buffer drops
+    uint64_t truncated = 0;             // samples deeper than the walk limit (marked [truncated])
     std::map<std::string, uint64_t> unresolved;  // reason -> samples without a full stack
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
     int max_depth = 0;                  // deepest stack BPF can walk on this kernel

@@ -120,6 +120,7 @@ enum pbp_event_type {
 	PBP_EV_SAMPLE = 1,
 	PBP_EV_EXEC = 2,
 	PBP_EV_EXIT = 3,
+	PBP_EV_FORK = 4,          /* a profiled process forked a new process (pid = child) */
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack. */
@@ -195,10 +196,11 @@ static inline __u32 pbp_csum_step(__u32 acc, __u64 field)
 	return (__u32)pbp_mix64(((__u64)acc << 32) ^ field ^ 0x9e3779b97f4a7c15ULL);
 }
 
-/* Stack id: tgid, then every frame, folded in order. Never 0. */
-static inline __u64 pbp_stack_hash_init(__u32 tgid)
+/* Stack id: tgid and the registration generation (so a PID that exec'd into a new image
+ * never reuses an old id), then every frame, folded in order. Never 0. */
+static inline __u64 pbp_stack_hash_init(__u32 tgid, __u32 generation)
 {
-	return pbp_mix64(0x5042505354414b31ULL ^ tgid);
+	return pbp_mix64(0x5042505354414b31ULL ^ tgid ^ ((__u64)generation << 32));
 }
 static inline __u64 pbp_stack_hash_step(__u64 h, const struct pbp_frame *f)
 {

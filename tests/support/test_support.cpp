@@ -71,6 +71,67 @@ CmdResult run(const std::vector<std::string>& argv, int timeout_s) {
     return r;
 }
 
+Child::Child(const std::vector<std::string>& argv, const std::string& dir) {
+    static int n = 0;
+    out_path_ = dir + "/child" + std::to_string(n) + ".out";
+    err_path_ = dir + "/child" + std::to_string(n++) + ".err";
+    pid_ = fork();
+    if (pid_ == 0) {
+        int o = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        setpgid(0, 0);
+        std::vector<char*> a;
+        for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        execvp(a[0], a.data());
+        _exit(127);
+    }
+}
+
+Child::Child(Child&& o) noexcept { *this = std::move(o); }
+Child& Child::operator=(Child&& o) noexcept {
+    std::swap(pid_, o.pid_);
+    std::swap(status_, o.status_);
+    std::swap(out_path_, o.out_path_);
+    std::swap(err_path_, o.err_path_);
+    return *this;
+}
+
+Child::~Child() {
+    if (pid_ > 0 && status_ < 0) {
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+    }
+}
+
+void Child::signal(int sig) const {
+    if (pid_ > 0 && status_ < 0) kill(pid_, sig);
+}
+
+bool Child::running() {
+    if (pid_ <= 0 || status_ >= 0) return false;
+    int st;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return false;
+    }
+    return true;
+}
+
+int Child::wait(int timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (running()) {
+        if (std::chrono::steady_clock::now() > deadline) return -1;
+        usleep(10000);
+    }
+    return status_;
+}
+
+std::string Child::out() const { return read_file(out_path_); }
+std::string Child::err() const { return read_file(err_path_); }
+
 std::string source_dir() { return PBP_SOURCE_DIR; }
 std::string binary_dir() { return PBP_BINARY_DIR; }
 std::string pybpfprof_bin() { return PBP_BIN; }

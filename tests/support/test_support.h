@@ -1,5 +1,7 @@
 // Shared helpers for unit and integration tests.
 #pragma once
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -25,6 +27,28 @@ struct CmdResult {
 
 // Runs argv (no shell), capturing stdout/stderr.
 CmdResult run(const std::vector<std::string>& argv, int timeout_s = 120);
+
+// A process running in the background, its output going to files.
+class Child {
+public:
+    Child() = default;
+    Child(const std::vector<std::string>& argv, const std::string& dir);
+    Child(Child&& o) noexcept;
+    Child& operator=(Child&& o) noexcept;
+    ~Child();  // kills it if still running
+    pid_t pid() const { return pid_; }
+    void signal(int sig) const;
+    // Waits up to timeout_s; returns the exit code (128+signal), or -1 on timeout.
+    int wait(int timeout_s);
+    bool running();
+    std::string out() const;
+    std::string err() const;
+
+private:
+    pid_t pid_ = -1;
+    int status_ = -1;
+    std::string out_path_, err_path_;
+};
 
 std::string source_dir();
 std::string binary_dir();

@@ -1,0 +1,268 @@
+// End-to-end: the real BPF program profiling real CPython processes (needs root).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <thread>
+
+#include "speedscope_reader.h"
+#include "test_support.h"
+
+namespace pbp::test {
+namespace {
+
+std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
+
+// The line of the first line of file that contains marker.
+int marker_line(const std::string& file, const std::string& marker) {
+    std::ifstream f(file);
+    std::string line;
+    for (int n = 1; std::getline(f, line); n++)
+        if (line.find(marker) != std::string::npos) return n;
+    return -1;
+}
+
+bool can_run_bpf() { return geteuid() == 0; }
+
+// Interpreters every profiling test runs on: Debian's static 3.11 and the shared-libpython
+// pyenv builds of 3.12 and 3.13 (required under CI=true).
+std::vector<Interpreter> interpreters() {
+    std::vector<Interpreter> v{host_python()};
+    for (auto& p : pyenv_pythons())
+        if (p.version == "3.12" || p.version == "3.13") v.push_back(p);
+    return v;
+}
+
+class Profiling : public ::testing::TestWithParam<Interpreter> {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(can_run_bpf(), "BPF integration tests need root");
+        PBP_REQUIRE(access(GetParam().argv[0].c_str(), X_OK) == 0, GetParam().argv[0] + " is missing");
+        dir = temp_dir();
+    }
+    std::vector<std::string> py(const std::string& script, std::vector<std::string> args = {}) {
+        std::vector<std::string> a = GetParam().argv;
+        a.push_back(workload(script));
+        a.insert(a.end(), args.begin(), args.end());
+        return a;
+    }
+    // Launches pybpfprof -- <python script args> and returns the parsed profile.
+    RProfile profile_launch(const std::string& script, std::vector<std::string> args,
+                            std::vector<std::string> extra = {}) {
+        std::string out = dir + "/out.json";
+        std::vector<std::string> cmd{pybpfprof_bin(), "-q", "-o", out};
+        cmd.insert(cmd.end(), extra.begin(), extra.end());
+        cmd.push_back("--");
+        auto p = py(script, args);
+        cmd.insert(cmd.end(), p.begin(), p.end());
+        auto r = run(cmd, 120);
+        last_err = r.err;
+        EXPECT_EQ(r.status, 0) << r.err;
+        return read_speedscope(out);
+    }
+    std::string dir, last_err;
+};
+
+TEST_P(Profiling, CpuSplitSeventyThirty) {
+    auto prof = profile_launch("cpu_split.py", {"4"}, {"-r", "999"});
+    size_t a = prof.count([](auto& s) { return has_frame(s, "hot_seventy"); });
+    size_t b = prof.count([](auto& s) { return has_frame(s, "hot_thirty"); });
+    ASSERT_GT(a + b, 1000u) << last_err;
+    double share = 100.0 * a / (a + b);
+    EXPECT_NEAR(share, 70.0, 3.0) << a << " vs " << b;
+}
+
+TEST_P(Profiling, HotLoopsGetExactLines) {
+    auto prof = profile_launch("hot_lines.py", {"3"}, {"-r", "499"});
+    std::string file = workload("hot_lines.py");
+    int la = marker_line(file, "# LINE-A"), lb = marker_line(file, "# LINE-B");
+    std::map<int, size_t> lines;
+    size_t leaf = 0;
+    for (auto& t : prof.threads)
+        for (auto& s : t.samples)
+            if (!s.empty() && s.back().name == "two_loops") {
+                leaf++;
+                lines[s.back().line]++;
+                EXPECT_EQ(s.back().file, file);
+            }
+    ASSERT_GT(leaf, 300u) << last_err;
+    std::vector<std::pair<size_t, int>> by_count;
+    for (auto& [l, c] : lines) by_count.push_back({c, l});
+    std::sort(by_count.rbegin(), by_count.rend());
+    ASSERT_GE(by_count.size(), 2u);
+    std::set<int> top{by_count[0].second, by_count[1].second};
+    EXPECT_EQ(top, (std::set<int>{la, lb})) << "lines seen: " << nlohmann::json(lines).dump();
+    // Every sampled line lies inside two_loops' body.
+    for (auto& [l, c] : lines) {
+        EXPECT_GE(l, la - 2);
+        EXPECT_LE(l, lb + 1);
+    }
+}
+
+TEST_P(Profiling, DeepRecursionSeenWhole) {
+    auto prof = profile_launch("deep_recursion.py", {"3", "900"}, {"-r", "199"});
+    size_t whole = 0, total = 0;
+    for (auto& t : prof.threads)
+        for (auto& s : t.samples) {
+            if (s.empty() || s.back().name != "spin") continue;
+            total++;
+            size_t rec = 0;
+            for (auto& f : s) rec += f.name == "recurse";
+            bool truncated = has_frame(s, "[truncated]");
+            EXPECT_FALSE(truncated);
+            if (rec == 900 && s.front().name == "<module>" && s[1].name == "main") whole++;
+        }
+    ASSERT_GT(total, 100u) << last_err;
+    EXPECT_EQ(whole, total) << "samples in spin() whose stack is the full 900-deep recursion";
+}
+
+TEST_P(Profiling, ThreadsUnderTheirOwnNames) {
+    auto prof = profile_launch("threads.py", {"3"}, {"-r", "199"});
+    for (int i = 0; i < 4; i++) {
+        std::string tname = "worker-" + std::to_string(i), fn = "busy_" + std::to_string(i);
+        const RThread* th = nullptr;
+        for (auto& t : prof.threads)
+            if (t.profile_name.find(" " + tname + " (tid") != std::string::npos) th = &t;
+        ASSERT_NE(th, nullptr) << "no profile for thread " << tname;
+        size_t mine = 0;
+        for (auto& s : th->samples) mine += has_frame(s, fn);
+        EXPECT_GT(th->samples.size(), 30u);
+        EXPECT_GT(mine, th->samples.size() * 9 / 10) << tname << " should be busy in " << fn;
+        for (auto& s : th->samples) {
+            for (int j = 0; j < 4; j++) {
+                if (j != i) EXPECT_FALSE(has_frame(s, "busy_" + std::to_string(j))) << tname;
+            }
+        }
+    }
+}
+
+TEST_P(Profiling, AllPythonCatchesLateStart) {
+    std::string out = dir + "/all.json";
+    Child prof({pybpfprof_bin(), "-q", "--all-python", "-d", "4", "-o", out}, dir);
+    sleep(1);
+    Child late(py("late_worker.py", {"2"}), dir);
+    EXPECT_EQ(late.wait(30), 0);
+    ASSERT_EQ(prof.wait(60), 0) << prof.err();
+    auto p = read_speedscope(out);
+    std::string pidtag = "(pid " + std::to_string(late.pid());
+    size_t n = 0;
+    for (auto& t : p.threads)
+        if (t.profile_name.find(pidtag) != std::string::npos)
+            for (auto& s : t.samples) n += has_frame(s, "late_worker_busy");
+    // ~2 s of CPU at 99 Hz: demand most of it, i.e. it was caught right after its exec.
+    EXPECT_GT(n, 150u) << prof.err();
+}
+
+TEST_P(Profiling, CtrlCWritesValidFile) {
+    Child target(py("cpu_split.py"), dir);
+    usleep(300000);
+    std::string out = dir + "/int.json";
+    Child prof({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-o", out}, dir);
+    sleep(2);
+    prof.signal(SIGINT);
+    ASSERT_EQ(prof.wait(30), 0) << prof.err();
+    EXPECT_TRUE(target.running()) << "the profiled process must not be harmed";
+    auto p = read_speedscope(out);
+    EXPECT_GT(p.total(), 100u);
+    EXPECT_NE(prof.err().find("Wrote " + out + ": "), std::string::npos) << prof.err();
+}
+
+TEST_P(Profiling, TargetExitingMidRunKeepsSamples) {
+    Child target(py("late_worker.py", {"1.5"}), dir);
+    usleep(200000);
+    std::string out = dir + "/exit.json";
+    auto r = run({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-d", "10", "-o", out});
+    EXPECT_EQ(r.status, 3) << r.err;
+    EXPECT_NE(r.err.find("exited during the run"), std::string::npos) << r.err;
+    auto p = read_speedscope(out);
+    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "late_worker_busy"); }), 80u);
+}
+
+TEST_P(Profiling, IdleTargetIsNotAnError) {
+    Child target(py("idle.py", {"30"}), dir);
+    usleep(300000);
+    std::string out = dir + "/idle.json";
+    auto r = run({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-d", "1", "-o", out});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("used no CPU"), std::string::npos) << r.err;
+    auto p = read_speedscope(out);
+    EXPECT_TRUE(p.raw.contains("profiles"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, Profiling, ::testing::ValuesIn(interpreters()),
+                         [](const auto& info) {
+                             std::string n = info.param.name;
+                             for (char& c : n)
+                                 if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                             return n;
+                         });
+
+TEST(ProfilingSetup, SharedLibpythonInterpreterPresentUnderCI) {
+    bool shared = false;
+    for (auto& i : interpreters()) shared |= i.name.rfind("pyenv-", 0) == 0;
+    PBP_REQUIRE(shared, "a shared-libpython CPython 3.12 or 3.13 (pyenv) is needed to test that build kind");
+}
+
+// ---- bad input ------------------------------------------------------------------
+
+class BadInput : public ::testing::Test {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(can_run_bpf(), "needs root");
+        dir = temp_dir();
+    }
+    static void expect_one_line_error(const CmdResult& r, int code, const std::string& needle) {
+        EXPECT_EQ(r.status, code) << r.err;
+        EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+        EXPECT_EQ(r.err.rfind("pybpfprof: ", 0), 0u) << r.err;
+    }
+    std::string dir;
+};
+
+TEST_F(BadInput, NonPythonPid) {
+    Child sleeper({"sleep", "30"}, dir);
+    usleep(200000);
+    auto r = run({pybpfprof_bin(), "--pid", std::to_string(sleeper.pid()), "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "is not a CPython process");
+}
+
+TEST_F(BadInput, MissingPid) {
+    auto r = run({pybpfprof_bin(), "--pid", "4194000", "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "no process with PID 4194000");
+}
+
+TEST_F(BadInput, UnwritableOutput) {
+    Child target({host_python().argv[0], source_dir() + "/tests/workloads/idle.py", "30"}, dir);
+    usleep(200000);
+    auto r = run({pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "1", "-o", "/nonexistent-dir/x.json"});
+    expect_one_line_error(r, 2, "does not exist");
+}
+
+TEST_F(BadInput, NoBtf) {
+    auto r = run({pybpfprof_bin(), "--btf", "/nonexistent.btf", "--all-python", "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 1, "BTF");
+}
+
+TEST_F(BadInput, NotRoot) {
+    auto r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                  pybpfprof_bin(), "--all-python", "-d", "1", "-o", "/tmp/x.json"});
+    expect_one_line_error(r, 1, "needs root or CAP_BPF+CAP_PERFMON");
+}
+
+TEST_F(BadInput, NothingToProfile) {
+    auto r = run({pybpfprof_bin()});
+    expect_one_line_error(r, 2, "nothing to profile");
+}
+
+TEST_F(BadInput, CommandNotFound) {
+    auto r = run({pybpfprof_bin(), "-o", dir + "/x.json", "--", "/nonexistent/program"});
+    expect_one_line_error(r, 2, "cannot run /nonexistent/program");
+}
+
+}  // namespace
+}  // namespace pbp::test

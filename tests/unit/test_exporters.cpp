@@ -1,0 +1,572 @@
+// Exporters: registry, speedscope JSON (structure + the real speedscope app in headless
+// Chromium via tests/js/check_speedscope.mjs) and collapsed stacks (flamegraph.pl input).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "export/exporter.h"
+#include "profile.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace pbp {
+namespace {
+
+constexpr uint64_t kStart = 5'000'000'000ULL;                // CLOCK_MONOTONIC at start
+constexpr int64_t kStartUnix = 1'795'260'680'123'456'789LL;  // 2026-11-21T11:31:20.123456789Z
+constexpr const char* kStartIso = "2026-11-21T11:31:20.123Z";
+constexpr uint64_t kPeriod = 10'101'010;  // 99 Hz
+#ifdef PYBPFPROF_VERSION
+constexpr const char* kVersion = PYBPFPROF_VERSION;
+#else
+constexpr const char* kVersion = "unknown";  // speedscope.cpp's fallback
+#endif
+
+// Builds synthetic profiles.
+struct Builder {
+    Profile p;
+
+    Builder() {
+        p.run.target = "python3 app.py";
+        p.run.start_mono_ns = kStart;
+        p.run.end_mono_ns = kStart + 2'000'000'000ULL;
+        p.run.start_unix_ns = kStartUnix;
+        p.run.rate_hz = 99;
+        p.run.period_ns = kPeriod;
+        p.run.version = "0.1.0";
+    }
+    uint32_t frame(const std::string& name, const std::string& file, int line) {
+        return p.frames.intern(Frame{name, file, line, false});
+    }
+    uint32_t synthetic(const std::string& name) {
+        return p.frames.intern(Frame{name, "", 0, true});
+    }
+    ProcessProfile& process(uint32_t pid, const std::string& cmdline, uint32_t ns_pid = 0) {
+        auto& pr = p.processes[pid];
+        pr.pid = pid;
+        pr.ns_pid = ns_pid ? ns_pid : pid;
+        pr.comm = "python3";
+        pr.cmdline = cmdline;
+        return pr;
+    }
+    ThreadProfile& thread(uint32_t pid, uint32_t tid, const std::string& name, uint32_t ns_tid = 0) {
+        auto& t = p.processes.at(pid).threads[tid];
+        t.tid = tid;
+        t.ns_tid = ns_tid ? ns_tid : tid;
+        t.name = name;
+        return t;
+    }
+    // Adds `n` samples of `stack` (root first) at `at_ms` + k*period.
+    void add(uint32_t pid, uint32_t tid, const std::vector<uint32_t>& stack, uint64_t at_ms,
+             int n = 1) {
+        uint32_t s = p.stacks.intern(stack);
+        auto& pr = p.processes.at(pid);
+        auto& t = pr.threads.at(tid);
+        for (int k = 0; k < n; k++) {
+            uint64_t ts = kStart + at_ms * 1'000'000ULL + k * kPeriod;
+            t.samples.push_back({ts, s, 0});
+            if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
+            pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
+        }
+    }
+};
+
+// Several processes and threads, synthetic frames, unicode, hostile characters, an idle
+// process and an idle thread.
+Profile multi_profile() {
+    Builder b;
+    uint32_t mod = b.frame("<module>", "/app/app.py", 1);
+    uint32_t run = b.frame("Worker.run", "/app/app.py", 12);
+    uint32_t hot = b.frame("hot_loop", "/app/app.py", 20);
+    uint32_t hot2 = b.frame("hot_loop", "/app/app.py", 21);
+    uint32_t uni = b.frame("grüße_λ", "/app/ünï.py", 7);
+    uint32_t semi = b.frame("weird;name\nwith newline", "/app/x;y.py", 3);
+    uint32_t noline = b.frame("noline", "/app/lib.py", 0);
+    uint32_t trunc = b.synthetic("[truncated]");
+    uint32_t native = b.synthetic("[native]");
+
+    b.process(100, "python3 app.py --workers 2");
+    b.thread(100, 100, "python3");
+    b.thread(100, 101, "worker-1");
+    b.thread(100, 102, "idle-thread");  // no samples
+    b.add(100, 100, {mod, hot}, 0, 5);
+    b.add(100, 100, {mod, hot2}, 60, 3);
+    b.add(100, 100, {mod, uni}, 100, 2);
+    b.add(100, 100, {mod, hot}, 150, 1);  // same stack again: aggregated in collapsed
+    b.add(100, 101, {run, semi}, 200, 1);  // out of time order on purpose
+    b.add(100, 101, {run, hot}, 10, 4);
+    b.add(100, 101, {trunc, run, hot}, 300, 2);
+
+    auto& pr = b.process(200, "python3 -c 'print(1)'", 7);
+    pr.labels["container"] = "abc123";
+    b.thread(200, 200, "python3", 1);
+    b.thread(200, 201, "grüße-thread", 9);
+    b.add(200, 200, {mod, noline}, 50, 12);  // the busiest thread: activeProfileIndex 2
+    b.add(200, 201, {native}, 400, 1);
+    b.add(200, 201, {}, 500, 1);  // empty stack
+
+    b.process(300, "python3 idle.py");
+    b.thread(300, 300, "python3");  // idle process
+    return b.p;
+}
+
+// Processes were seen, but none ran.
+Profile idle_profile() {
+    Builder b;
+    b.process(10, "python3 sleeper.py");
+    b.thread(10, 10, "python3");
+    auto& pr = b.process(11, "python3 other.py");
+    pr.labels["pod"] = "web-1";
+    return b.p;
+}
+
+Profile empty_profile() {
+    Builder b;
+    b.p.run.target = "all-python";
+    return b.p;
+}
+
+std::string export_to_string(const std::string& format, const Profile& p) {
+    auto e = make_exporter(format);
+    EXPECT_NE(e, nullptr) << format;
+    if (!e) return "";
+    std::ostringstream out;
+    e->write(p, out);
+    return out.str();
+}
+
+std::string write_file(const std::string& dir, const std::string& name, const std::string& data) {
+    std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << data;
+    return path;
+}
+
+// --------------------------------------------------------------------------- registry
+
+TEST(ExporterRegistry, NamesAndConstruction) {
+    auto names = exporter_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), "speedscope"), names.end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "collapsed"), names.end());
+    EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+    for (const auto& n : names) {
+        auto e = make_exporter(n);
+        ASSERT_NE(e, nullptr) << n;
+        EXPECT_EQ(e->name(), n);
+        EXPECT_FALSE(e->extension().empty());
+        EXPECT_EQ(e->extension().front() == '.', false) << "extension without dot";
+        std::string how = e->how_to_open("/tmp/out.x");
+        EXPECT_NE(how.find("/tmp/out.x"), std::string::npos) << how;
+        EXPECT_EQ(how.find('\n'), std::string::npos) << "one line";
+    }
+    EXPECT_EQ(make_exporter("nope"), nullptr);
+    EXPECT_EQ(make_exporter(""), nullptr);
+    EXPECT_EQ(make_exporter("speedscope")->extension(), "speedscope.json");
+    EXPECT_EQ(make_exporter("collapsed")->extension(), "folded");
+    EXPECT_EQ(make_exporter("speedscope")->how_to_open("p.json"),
+              "open it at https://www.speedscope.app or run: npx speedscope p.json");
+    EXPECT_EQ(make_exporter("collapsed")->how_to_open("p.folded"),
+              "flamegraph.pl p.folded > flame.svg");
+}
+
+// ------------------------------------------------------------------------- speedscope
+
+json parse_speedscope(const Profile& p) {
+    std::string text = export_to_string("speedscope", p);
+    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(doc.is_discarded()) << "not JSON:\n" << text.substr(0, 2000);
+    return doc;
+}
+
+// Checks what every speedscope file must satisfy; returns total samples.
+size_t check_common(const json& doc, const Profile& p) {
+    EXPECT_EQ(doc.value("$schema", ""), "https://www.speedscope.app/file-format-schema.json");
+    EXPECT_EQ(doc.value("exporter", ""), std::string("pybpfprof ") + kVersion);
+    std::string name = doc.value("name", "");
+    EXPECT_EQ(name, "pybpfprof " + p.run.target + " " + kStartIso);
+    EXPECT_EQ(doc["pybpfprof"].value("start_time", ""), kStartIso);
+    EXPECT_EQ(doc["pybpfprof"].value("start_unix_ns", int64_t{0}), kStartUnix);
+
+    const json& frames = doc["shared"]["frames"];
+    EXPECT_TRUE(frames.is_array());
+    EXPECT_EQ(frames.size(), p.frames.size());
+    for (size_t i = 0; i < frames.size() && i < p.frames.size(); i++) {
+        const Frame& f = p.frames.at(i);
+        EXPECT_EQ(frames[i].value("name", ""), f.name);
+        if (f.synthetic) {
+            EXPECT_FALSE(frames[i].contains("file")) << f.name;
+            EXPECT_FALSE(frames[i].contains("line")) << f.name;
+        } else {
+            EXPECT_EQ(frames[i].value("file", ""), f.file);
+            if (f.line > 0)
+                EXPECT_EQ(frames[i].value("line", 0), f.line);
+            else
+                EXPECT_FALSE(frames[i].contains("line"));
+        }
+    }
+
+    const json& profiles = doc["profiles"];
+    EXPECT_TRUE(profiles.is_array());
+    EXPECT_GE(profiles.size(), 1u) << "speedscope rejects a file without profiles";
+    size_t total = 0, most = 0, most_i = 0;
+    for (size_t i = 0; i < profiles.size(); i++) {
+        const json& pr = profiles[i];
+        EXPECT_EQ(pr.value("type", ""), "sampled");
+        EXPECT_EQ(pr.value("unit", ""), "seconds");
+        const json& samples = pr["samples"];
+        const json& weights = pr["weights"];
+        EXPECT_EQ(samples.size(), weights.size()) << pr.value("name", "");
+        double wsum = 0;
+        for (const auto& w : weights) {
+            EXPECT_NEAR(w.get<double>(), kPeriod / 1e9, 1e-15);
+            wsum += w.get<double>();
+        }
+        EXPECT_NEAR(wsum, samples.size() * (kPeriod / 1e9), 1e-9);
+        for (const auto& s : samples)
+            for (const auto& idx : s) {
+                EXPECT_TRUE(idx.is_number_unsigned());
+                EXPECT_LT(idx.get<uint64_t>(), frames.size());
+            }
+        double sv = pr["startValue"].get<double>(), ev = pr["endValue"].get<double>();
+        EXPECT_LE(sv, ev);
+        EXPECT_GE(sv, 0);
+        EXPECT_LE(ev, (p.run.end_mono_ns - p.run.start_mono_ns) / 1e9 + kPeriod / 1e9 + 1e-9);
+        total += samples.size();
+        if (samples.size() > most) most = samples.size(), most_i = i;
+    }
+    EXPECT_EQ(doc.value("activeProfileIndex", size_t{999}), most_i);
+    EXPECT_EQ(total, p.total_samples());
+    return total;
+}
+
+
+TEST(Speedscope, MultiProcessStructure) {
+    Profile p = multi_profile();
+    json doc = parse_speedscope(p);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(check_common(doc, p), 32u);
+
+    // One profile per (process, thread) with samples, in pid/tid order; idle ones left out.
+    std::vector<std::string> names;
+    for (const auto& pr : doc["profiles"]) names.push_back(pr.value("name", ""));
+    std::vector<std::string> want = {
+        "python3 app.py --workers 2 (pid 100) python3 (tid 100)",
+        "python3 app.py --workers 2 (pid 100) worker-1 (tid 101)",
+        "python3 -c 'print(1)' (pid 200, ns pid 7) python3 (tid 200, ns tid 1) [container=abc123]",
+        "python3 -c 'print(1)' (pid 200, ns pid 7) grüße-thread (tid 201, ns tid 9) "
+        "[container=abc123]",
+    };
+    EXPECT_EQ(names, want);
+    EXPECT_EQ(doc["activeProfileIndex"], 2);
+
+    // Samples are root-first frame-index lists, in time order.
+    const auto& frames = doc["shared"]["frames"];
+    auto stacks = [&](const json& prof) {  // "root>...>leaf:line" per sample
+        std::vector<std::string> v;
+        for (const auto& s : prof["samples"]) {
+            std::string t;
+            for (const auto& i : s) {
+                const json& f = frames[i.get<size_t>()];
+                t += (t.empty() ? "" : ">") + f.value("name", "");
+                if (f.contains("line")) t += ":" + std::to_string(f.value("line", 0));
+            }
+            v.push_back(t);
+        }
+        return v;
+    };
+    std::vector<std::string> want100;
+    for (int i = 0; i < 5; i++) want100.push_back("<module>:1>hot_loop:20");
+    for (int i = 0; i < 3; i++) want100.push_back("<module>:1>hot_loop:21");
+    for (int i = 0; i < 2; i++) want100.push_back("<module>:1>grüße_λ:7");
+    want100.push_back("<module>:1>hot_loop:20");
+    EXPECT_EQ(stacks(doc["profiles"][0]), want100);
+    std::vector<std::string> want101 = {
+        "Worker.run:12>hot_loop:20", "Worker.run:12>hot_loop:20", "Worker.run:12>hot_loop:20",
+        "Worker.run:12>hot_loop:20", "Worker.run:12>weird;name\nwith newline:3",
+        "[truncated]>Worker.run:12>hot_loop:20", "[truncated]>Worker.run:12>hot_loop:20"};
+    EXPECT_EQ(stacks(doc["profiles"][1]), want101);
+    EXPECT_EQ(stacks(doc["profiles"][2]), std::vector<std::string>(12, "<module>:1>noline"));
+    EXPECT_EQ(stacks(doc["profiles"][3]), (std::vector<std::string>{"[native]", ""}));
+    EXPECT_EQ(doc["profiles"][3]["samples"][1].size(), 0u) << "empty stack stays an empty sample";
+
+    // One time base: seconds since run start, first sample .. last sample + one period.
+    EXPECT_DOUBLE_EQ(doc["profiles"][0]["startValue"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(doc["profiles"][0]["endValue"].get<double>(), 0.15 + kPeriod / 1e9);
+    EXPECT_DOUBLE_EQ(doc["profiles"][1]["startValue"].get<double>(), 0.010);
+    EXPECT_DOUBLE_EQ(doc["profiles"][1]["endValue"].get<double>(), 0.3 + 2 * kPeriod / 1e9);
+    EXPECT_DOUBLE_EQ(doc["profiles"][3]["startValue"].get<double>(), 0.4);
+    EXPECT_DOUBLE_EQ(doc["profiles"][3]["endValue"].get<double>(), 0.5 + kPeriod / 1e9);
+
+    // Unicode survives as UTF-8.
+    bool found = false;
+    for (const auto& f : frames)
+        if (f.value("name", "") == "grüße_λ" && f.value("file", "") == "/app/ünï.py") found = true;
+    EXPECT_TRUE(found);
+    EXPECT_EQ(doc["pybpfprof"].value("period_ns", uint64_t{0}), kPeriod);
+    EXPECT_EQ(doc["pybpfprof"].value("total_samples", uint64_t{0}), 32u);
+}
+
+TEST(Speedscope, IdleProcessesGetOneEmptyProfileEach) {
+    Profile p = idle_profile();
+    json doc = parse_speedscope(p);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(check_common(doc, p), 0u);
+    ASSERT_EQ(doc["profiles"].size(), 2u);
+    EXPECT_EQ(doc["profiles"][0]["name"], "python3 sleeper.py (pid 10) (no samples)");
+    EXPECT_EQ(doc["profiles"][1]["name"], "python3 other.py (pid 11) [pod=web-1] (no samples)");
+    for (const auto& pr : doc["profiles"]) {
+        EXPECT_TRUE(pr["samples"].empty());
+        EXPECT_TRUE(pr["weights"].empty());
+        EXPECT_DOUBLE_EQ(pr["startValue"].get<double>(), 0.0);
+        EXPECT_DOUBLE_EQ(pr["endValue"].get<double>(), 2.0);  // the run's duration
+    }
+    EXPECT_EQ(doc["activeProfileIndex"], 0);
+}
+
+TEST(Speedscope, EmptyProfileStillHasOneProfile) {
+    Profile p = empty_profile();
+    json doc = parse_speedscope(p);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(check_common(doc, p), 0u);
+    ASSERT_EQ(doc["profiles"].size(), 1u);
+    EXPECT_EQ(doc["profiles"][0]["name"],
+              std::string("pybpfprof all-python ") + kStartIso + " (no samples)");
+    EXPECT_TRUE(doc["shared"]["frames"].empty());
+}
+
+TEST(Speedscope, InvalidUtf8IsReplacedNotFatal) {
+    Builder b;
+    uint32_t f = b.frame("bad\xff\xfename", "/app/\xc3.py", 3);
+    b.process(1, "python3 \xff.py");
+    b.thread(1, 1, "py\xff");
+    b.add(1, 1, {f}, 0, 2);
+    std::string text;
+    ASSERT_NO_THROW(text = export_to_string("speedscope", b.p));
+    json doc = json::parse(text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(doc["shared"]["frames"][0]["name"], "bad\xef\xbf\xbd\xef\xbf\xbdname");
+}
+
+TEST(Speedscope, UnknownPeriodFallsBackToRate) {
+    Builder b;
+    b.p.run.period_ns = 0;
+    b.p.run.rate_hz = 100;
+    uint32_t f = b.frame("f", "/a.py", 1);
+    b.process(1, "python3 a.py");
+    b.thread(1, 1, "python3");
+    b.add(1, 1, {f}, 0, 3);
+    json doc = parse_speedscope(b.p);
+    ASSERT_FALSE(doc.is_discarded());
+    for (const auto& w : doc["profiles"][0]["weights"]) EXPECT_DOUBLE_EQ(w.get<double>(), 0.01);
+}
+
+// A bigger, randomized profile: many threads, deep stacks, shared frames.
+Profile big_profile() {
+    Builder b;
+    b.p.run.end_mono_ns = kStart + 17'000'000'000ULL;
+    std::vector<uint32_t> fr;
+    for (int i = 0; i < 300; i++)
+        fr.push_back(b.frame("mod" + std::to_string(i % 17) + ".func_" + std::to_string(i),
+                             "/srv/pkg/mod" + std::to_string(i % 17) + ".py", 1 + i));
+    fr.push_back(b.synthetic("[truncated]"));
+    uint64_t x = 12345;
+    auto rnd = [&]() { return x = x * 6364136223846793005ULL + 1442695040888963407ULL, x >> 33; };
+    for (uint32_t pid = 1000; pid < 1003; pid++) {
+        b.process(pid, "python3 service.py --shard " + std::to_string(pid));
+        for (uint32_t tid = pid; tid < pid + 4; tid++) {
+            b.thread(pid, tid, "worker");
+            for (int s = 0; s < 1500; s++) {
+                std::vector<uint32_t> st;
+                int depth = 1 + rnd() % 60;
+                for (int d = 0; d < depth; d++) st.push_back(fr[(d * 5 + rnd() % 5) % fr.size()]);
+                b.add(pid, tid, st, s * 11);
+            }
+        }
+    }
+    return b.p;
+}
+
+TEST(Speedscope, BigProfileStructure) {
+    Profile p = big_profile();
+    json doc = parse_speedscope(p);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(check_common(doc, p), 3u * 4u * 1500u);
+    EXPECT_EQ(doc["profiles"].size(), 12u);
+}
+
+bool js_checker_available(std::string& why) {
+    const std::string js = test::source_dir() + "/tests/js";
+    for (const char* m : {"speedscope/dist/release/index.html",
+                          "speedscope/dist/release/file-format-schema.json", "ajv/package.json",
+                          "playwright-core/package.json"})
+        if (!fs::exists(js + "/node_modules/" + m)) {
+            why = std::string("tests/js/node_modules/") + m + " missing: run npm ci in tests/js";
+            return false;
+        }
+    if (!fs::exists("/usr/bin/chromium")) {
+        why = "/usr/bin/chromium missing: apt-get install -y chromium";
+        return false;
+    }
+    if (test::run({"node", "--version"}, 30).status != 0) {
+        why = "node not found";
+        return false;
+    }
+    return true;
+}
+
+test::CmdResult run_checker(const std::vector<std::string>& files) {
+    std::vector<std::string> argv = {"node", test::source_dir() + "/tests/js/check_speedscope.mjs"};
+    argv.insert(argv.end(), files.begin(), files.end());
+    return test::run(argv, 600);
+}
+
+// The real speedscope app in headless Chromium loads every file we write.
+TEST(Speedscope, LoadsInRealSpeedscopeApp) {
+    std::string why;
+    PBP_REQUIRE(js_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::vector<std::string> files = {
+        write_file(dir, "multi.speedscope.json", export_to_string("speedscope", multi_profile())),
+        write_file(dir, "idle.speedscope.json", export_to_string("speedscope", idle_profile())),
+        write_file(dir, "empty.speedscope.json", export_to_string("speedscope", empty_profile())),
+        write_file(dir, "big.speedscope.json", export_to_string("speedscope", big_profile())),
+        write_file(dir, "multi.folded", export_to_string("collapsed", multi_profile())),
+    };
+    auto r = run_checker(files);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    for (const auto& f : files) EXPECT_NE(r.out.find("ok " + f + ":"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+    // The title the app shows is the file's name, which carries the absolute start time.
+    EXPECT_NE(r.out.find(std::string("\"pybpfprof python3 app.py ") + kStartIso + "\""),
+              std::string::npos)
+        << r.out;
+}
+
+// The checker must be able to fail: broken files are reported, with a non-zero exit.
+TEST(Speedscope, RealAppCheckerRejectsBrokenFiles) {
+    std::string why;
+    PBP_REQUIRE(js_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    json doc = json::parse(export_to_string("speedscope", multi_profile()));
+    json mismatch = doc;
+    mismatch["profiles"][0]["weights"].erase(0);  // schema-valid, the importer rejects it
+    json bad_index = doc;
+    bad_index["profiles"][1]["samples"][0].push_back(doc["shared"]["frames"].size() + 5);
+    json no_profiles = doc;
+    no_profiles["profiles"] = json::array();
+    json bad_schema = doc;
+    bad_schema["profiles"][0]["unit"] = "parsecs";
+    std::vector<std::string> files = {
+        write_file(dir, "mismatch.json", mismatch.dump()),
+        write_file(dir, "bad_index.json", bad_index.dump()),
+        write_file(dir, "no_profiles.json", no_profiles.dump()),
+        write_file(dir, "bad_schema.json", bad_schema.dump()),
+    };
+    auto r = run_checker(files);
+    EXPECT_NE(r.status, 0) << r.out << r.err;
+    for (const auto& f : files) EXPECT_NE(r.out.find("FAIL " + f + ":"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Failed to load format"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("empty!"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("schema:"), std::string::npos) << r.out;
+}
+
+// -------------------------------------------------------------------------- collapsed
+
+struct Folded {
+    std::vector<std::pair<std::string, uint64_t>> lines;  // stack, count (in file order)
+    uint64_t total = 0;
+};
+
+// Parses the way flamegraph.pl does (/^(.*)\s+?(\d+(?:\.\d*)?)$/), but strictly: one
+// space, an integer count, no empty frame.
+Folded parse_folded(const std::string& text) {
+    Folded f;
+    if (!text.empty()) {
+        EXPECT_EQ(text.back(), '\n');
+    }
+    static const std::regex re(R"(^(.+) (\d+)$)");
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        std::smatch m;
+        EXPECT_TRUE(std::regex_match(line, m, re)) << "bad line: " << line;
+        if (m.empty()) continue;
+        std::string stack = m[1];
+        uint64_t n = std::stoull(m[2]);
+        EXPECT_GT(n, 0u);
+        EXPECT_EQ(stack.find("\r"), std::string::npos);
+        EXPECT_EQ(stack.find(";;"), std::string::npos) << line;
+        EXPECT_NE(stack.front(), ';');
+        EXPECT_NE(stack.back(), ';');
+        f.lines.emplace_back(stack, n);
+        f.total += n;
+    }
+    return f;
+}
+
+TEST(Collapsed, MultiProcessExactLines) {
+    Profile p = multi_profile();
+    Folded f = parse_folded(export_to_string("collapsed", p));
+    EXPECT_EQ(f.total, p.total_samples());
+
+    const std::string p100 = "python3 app.py --workers 2 (pid 100)";
+    const std::string p200 = "python3 -c 'print(1)' (pid 200, ns pid 7)";
+    std::vector<std::pair<std::string, uint64_t>> want = {
+        {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:20)", 6},
+        {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:21)", 3},
+        {p100 + ";python3 (tid 100);<module> (/app/app.py:1);grüße_λ (/app/ünï.py:7)", 2},
+        {p100 + ";worker-1 (tid 101);Worker.run (/app/app.py:12);hot_loop (/app/app.py:20)", 4},
+        {p100 + ";worker-1 (tid 101);Worker.run (/app/app.py:12);"
+                "weird:name with newline (/app/x:y.py:3)", 1},
+        {p100 + ";worker-1 (tid 101);[truncated];Worker.run (/app/app.py:12);"
+                "hot_loop (/app/app.py:20)", 2},
+        {p200 + ";python3 (tid 200);<module> (/app/app.py:1);noline (/app/lib.py)", 12},
+        {p200 + ";grüße-thread (tid 201);[native]", 1},
+        {p200 + ";grüße-thread (tid 201)", 1},
+    };
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(f.lines, want);  // sorted, aggregated, exact text
+}
+
+TEST(Collapsed, SortedUniqueAndDeterministic) {
+    Profile p = big_profile();
+    std::string a = export_to_string("collapsed", p);
+    EXPECT_EQ(a, export_to_string("collapsed", p));
+    Folded f = parse_folded(a);
+    EXPECT_EQ(f.total, p.total_samples());
+    for (size_t i = 1; i < f.lines.size(); i++)
+        EXPECT_LT(f.lines[i - 1].first, f.lines[i].first) << "sorted and unique";
+    // Every line starts with process;thread and has one frame per stack level.
+    for (const auto& [stack, n] : f.lines) {
+        EXPECT_EQ(stack.rfind("python3 service.py --shard ", 0), 0u) << stack;
+        EXPECT_NE(stack.find(";worker (tid "), std::string::npos) << stack;
+    }
+}
+
+TEST(Collapsed, EmptyProfileGivesEmptyFile) {
+    EXPECT_EQ(export_to_string("collapsed", empty_profile()), "");
+    EXPECT_EQ(export_to_string("collapsed", idle_profile()), "");
+}
+
+TEST(Collapsed, SanitizesSeparatorsEverywhere) {
+    Builder b;
+    uint32_t f = b.frame("a;b\r\nc", "/x;y\n.py", 0);
+    b.process(1, "python3 -c 'a;b\nc'");
+    b.thread(1, 1, "th;r\ne");
+    b.add(1, 1, {f}, 0, 2);
+    Folded out = parse_folded(export_to_string("collapsed", b.p));
+    ASSERT_EQ(out.lines.size(), 1u);
+    EXPECT_EQ(out.lines[0].first, "python3 -c 'a:b c' (pid 1);th:r e (tid 1);a:b  c (/x:y .py)");
+    EXPECT_EQ(out.lines[0].second, 2u);
+}
+
+}  // namespace
+}  // namespace pbp

@@ -1,0 +1,43 @@
+# Four threads, each busy in its own function, each with its own OS thread name
+# (worker-0 .. worker-3, set with prctl so /proc/PID/task/TID/comm shows it).
+import ctypes
+import sys
+import threading
+import time
+
+PR_SET_NAME = 15
+
+def set_os_thread_name(name):
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(PR_SET_NAME, name.encode(), 0, 0, 0)
+    except Exception:
+        pass
+
+def spin(end):
+    x = 0
+    while time.monotonic() < end:
+        x += 1
+    return x
+
+def busy_0(end): return spin(end)
+def busy_1(end): return spin(end)
+def busy_2(end): return spin(end)
+def busy_3(end): return spin(end)
+
+def worker(i, fn, end):
+    set_os_thread_name("worker-%d" % i)
+    fn(end)
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 3600.0
+    end = time.monotonic() + seconds
+    fns = [busy_0, busy_1, busy_2, busy_3]
+    ts = [threading.Thread(target=worker, args=(i, f, end)) for i, f in enumerate(fns)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+if __name__ == "__main__":
+    main()

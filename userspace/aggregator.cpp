@@ -1,0 +1,129 @@
+#include "aggregator.h"
+
+#include "procfs.h"
+
+namespace pbp {
+
+Aggregator::Aggregator(Profile& profile, Symbolizer& symbolizer, StackLookup lookup)
+    : profile_(profile), symbolizer_(symbolizer), lookup_(std::move(lookup)), buf_(new pbp_stack()) {}
+
+const char* Aggregator::reason_label(uint32_t reason) {
+    switch (reason) {
+        case PBP_ERR_NO_INTERPRETER: return "interpreter starting or exiting";
+        case PBP_ERR_NO_TSTATE: return "native thread without a Python thread state";
+        case PBP_ERR_NO_FRAME: return "no Python frame";
+        case PBP_ERR_READ_RUNTIME: return "interpreter state unreadable";
+        case PBP_ERR_READ_FRAME: return "frame unreadable";
+        case PBP_ERR_READ_CODE: return "code object unreadable";
+        case PBP_ERR_NOT_CODE: return "not a code object";
+        case PBP_ERR_STACK_MAP: return "BPF stack map full";
+        case PBP_ERR_THREAD_WALK_LIMIT: return "thread list longer than the walk limit";
+        default: return "unknown";
+    }
+}
+
+void Aggregator::add_process(const PythonTarget& t) {
+    auto& p = profile_.processes[static_cast<uint32_t>(t.pid)];
+    p.pid = static_cast<uint32_t>(t.pid);
+    p.comm = procfs::comm(t.pid);
+    p.cmdline = procfs::cmdline(t.pid);
+    p.exe = procfs::exe(t.pid);
+    p.python = t.describe();
+    p.exited = false;
+    p.ns_pid = p.pid;
+    if (auto st = procfs::read_status(t.pid); st && !st->nspid.empty()) p.ns_pid = static_cast<uint32_t>(st->nspid.back());
+    stack_ids_[t.pid].clear();
+}
+
+void Aggregator::mark_exited(pid_t pid) {
+    auto it = profile_.processes.find(static_cast<uint32_t>(pid));
+    if (it != profile_.processes.end()) it->second.exited = true;
+    stack_ids_.erase(pid);
+}
+
+ThreadProfile& Aggregator::thread(ProcessProfile& p, uint32_t tid) {
+    auto it = p.threads.find(tid);
+    if (it != p.threads.end()) return it->second;
+    ThreadProfile& t = p.threads[tid];
+    t.tid = tid;
+    t.ns_tid = tid;
+    t.name = procfs::thread_comm(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid));
+    if (auto st = procfs::read_task_status(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid)); st && !st->nspid.empty())
+        t.ns_tid = static_cast<uint32_t>(st->nspid.back());
+    if (t.name.empty()) t.name = "thread";
+    return t;
+}
+
+uint32_t Aggregator::synthetic_stack(const std::string& name) {
+    Frame f;
+    f.name = "[" + name + "]";
+    f.synthetic = true;
+    uint32_t idx = profile_.stacks.intern({profile_.frames.intern(f)});
+    if (stack_problem_.size() <= idx) stack_problem_.resize(idx + 1);
+    stack_problem_[idx] = name;
+    return idx;
+}
+
+void Aggregator::on_sample(const pbp_event& e) {
+    auto& proc = profile_.processes[e.pid];
+    if (!proc.pid) {
+        proc.pid = e.pid;
+        proc.ns_pid = e.pid;
+        proc.comm = procfs::comm(static_cast<pid_t>(e.pid));
+    }
+    uint32_t stack_idx;
+    if (!e.stack_id) {
+        stack_idx = synthetic_stack(reason_label(e.reason));
+    } else {
+        auto& ids = stack_ids_[static_cast<pid_t>(e.pid)];
+        auto it = ids.find(e.stack_id);
+        if (it != ids.end()) {
+            stack_idx = it->second;
+        } else if (!lookup_(e.stack_id, *buf_)) {
+            stack_idx = synthetic_stack("stack evicted before it was read");
+        } else {
+            std::map<std::string, uint64_t> problems;
+            std::vector<Frame> frames = symbolizer_.symbolize(static_cast<pid_t>(e.pid), *buf_, problems);
+            std::string problem;
+            if (e.flags & PBP_F_PARTIAL) {
+                Frame f;
+                f.name = std::string("[partial stack: ") + reason_label(e.reason) + "]";
+                f.synthetic = true;
+                frames.insert(frames.begin(), f);
+                problem = std::string("partial stack: ") + reason_label(e.reason);
+            } else if (e.flags & PBP_F_TRUNCATED) {
+                Frame f;
+                f.name = "[truncated]";
+                f.synthetic = true;
+                frames.insert(frames.begin(), f);
+            }
+            if (problem.empty() && !problems.empty()) problem = problems.begin()->first;
+            std::vector<uint32_t> idx;
+            idx.reserve(frames.size());
+            for (auto& f : frames) idx.push_back(profile_.frames.intern(f));
+            stack_idx = profile_.stacks.intern(idx);
+            if (stack_problem_.size() <= stack_idx) stack_problem_.resize(stack_idx + 1);
+            if (!problem.empty()) stack_problem_[stack_idx] = problem;
+            ids.emplace(e.stack_id, stack_idx);
+        }
+    }
+    if (stack_idx < stack_problem_.size() && !stack_problem_[stack_idx].empty())
+        profile_.run.unresolved[stack_problem_[stack_idx]]++;
+    if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
+    ThreadProfile& t = thread(proc, e.tid);
+    t.samples.push_back({e.ts_ns, stack_idx, e.cpu});
+    if (!proc.first_sample_ns || e.ts_ns < proc.first_sample_ns) proc.first_sample_ns = e.ts_ns;
+    if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;
+}
+
+void Aggregator::refresh_thread_names() {
+    for (auto& [pid, p] : profile_.processes) {
+        if (p.exited) continue;
+        for (auto& [tid, t] : p.threads) {
+            std::string n = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
+            if (!n.empty()) t.name = n;
+        }
+    }
+}
+
+}  // namespace pbp

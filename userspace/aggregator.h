@@ -1,0 +1,44 @@
+// aggregate: ring-buffer sample records -> the Profile (stacks interned, timestamped
+// samples per process and thread, unresolved samples counted by reason).
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "discovery.h"
+#include "profile.h"
+#include "pybpfprof/abi.h"
+#include "symbolizer.h"
+
+namespace pbp {
+
+class Aggregator {
+public:
+    using StackLookup = std::function<bool(uint64_t id, pbp_stack& out)>;
+    Aggregator(Profile& profile, Symbolizer& symbolizer, StackLookup lookup);
+
+    // A process became a target (again, after an exec): metadata, fresh stack-id cache.
+    void add_process(const PythonTarget& t);
+    void mark_exited(pid_t pid);
+    void on_sample(const pbp_event& e);
+    // Refreshes thread names of threads still alive (names are often set after start).
+    void refresh_thread_names();
+
+    static const char* reason_label(uint32_t reason);
+
+private:
+    ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
+    uint32_t synthetic_stack(const std::string& name);
+
+    Profile& profile_;
+    Symbolizer& symbolizer_;
+    StackLookup lookup_;
+    std::unordered_map<pid_t, std::unordered_map<uint64_t, uint32_t>> stack_ids_;  // pid -> BPF id -> stack
+    std::vector<std::string> stack_problem_;  // per StackTable index: "" or why it is unresolved
+    std::unique_ptr<pbp_stack> buf_;
+};
+
+}  // namespace pbp

@@ -1,0 +1,207 @@
+#include "bpf_sampler.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "pybpfprof.skel.h"
+
+namespace pbp {
+
+namespace {
+
+std::vector<int> online_cpus() {
+    std::vector<int> cpus;
+    std::ifstream f("/sys/devices/system/cpu/online");
+    std::string s;
+    if (f >> s) {
+        size_t i = 0;
+        while (i < s.size()) {
+            size_t comma = s.find(',', i);
+            std::string part = s.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+            auto dash = part.find('-');
+            int a = std::stoi(part.substr(0, dash));
+            int b = dash == std::string::npos ? a : std::stoi(part.substr(dash + 1));
+            for (int c = a; c <= b; c++) cpus.push_back(c);
+            if (comma == std::string::npos) break;
+            i = comma + 1;
+        }
+    }
+    if (cpus.empty())
+        for (int c = 0; c < libbpf_num_possible_cpus(); c++) cpus.push_back(c);
+    return cpus;
+}
+
+int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
+    if (level == LIBBPF_WARN && getenv("PYBPFPROF_DEBUG")) return vfprintf(stderr, fmt, args);
+    if (level == LIBBPF_DEBUG && getenv("PYBPFPROF_DEBUG") && std::string(getenv("PYBPFPROF_DEBUG")) == "2")
+        return vfprintf(stderr, fmt, args);
+    return 0;
+}
+
+size_t pow2_at_least(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+}  // namespace
+
+std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler handler, std::string& error) {
+    libbpf_set_print(libbpf_quiet);
+    std::unique_ptr<BpfSampler> s(new BpfSampler());
+    s->handler_ = std::move(handler);
+
+    // bpf_loop (5.17+) lets one program walk PBP_MAX_DEPTH frames; older kernels get the
+    // bounded-loop program.
+    s->use_loop_ = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
+    if (getenv("PYBPFPROF_FORCE_NO_BPF_LOOP")) s->use_loop_ = false;
+
+    LIBBPF_OPTS(bpf_object_open_opts, opts);
+    if (!cfg.btf_path.empty()) opts.btf_custom_path = cfg.btf_path.c_str();
+    s->skel_ = pybpfprof_bpf__open_opts(&opts);
+    if (!s->skel_) {
+        error = std::string("cannot open the BPF object: ") + strerror(errno);
+        return nullptr;
+    }
+    s->skel_->rodata->watch_flags = cfg.watch_exec ? PBP_WATCH_EXEC : 0;
+    bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
+    bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
+
+    auto cpus = online_cpus();
+    size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, cpus.size() * (256 << 10));
+    bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(pow2_at_least(rb)));
+    bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
+
+    int err = pybpfprof_bpf__load(s->skel_);
+    if (err) {
+        error = std::string("cannot load the BPF program: ") + strerror(-err) +
+                " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
+        return nullptr;
+    }
+
+    if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+    s->rb_ = ring_buffer__new(bpf_map__fd(s->skel_->maps.events), &BpfSampler::on_record, s.get(), nullptr);
+    if (!s->rb_) {
+        error = std::string("cannot create the ring buffer: ") + strerror(errno);
+        return nullptr;
+    }
+
+    // Lifecycle tracepoints (BTF raw tracepoints: no tracefs needed).
+    for (bpf_program* p : {s->skel_->progs.on_exec, s->skel_->progs.on_exit, s->skel_->progs.on_fork}) {
+        bpf_link* l = bpf_program__attach(p);
+        if (!l) {
+            error = std::string("cannot attach ") + bpf_program__name(p) + ": " + strerror(errno);
+            return nullptr;
+        }
+        s->tp_links_.push_back(l);
+    }
+
+    double rate = cfg.rate_hz;
+    s->period_ns_ = static_cast<uint64_t>(std::llround(1e9 / rate));
+    bpf_program* prog = s->use_loop_ ? s->skel_->progs.on_sample : s->skel_->progs.on_sample_nolp;
+    for (int cpu : cpus) {
+        perf_event_attr attr{};
+        attr.size = sizeof(attr);
+        attr.type = PERF_TYPE_SOFTWARE;
+        attr.config = PERF_COUNT_SW_CPU_CLOCK;
+        attr.sample_period = s->period_ns_;
+        attr.freq = 0;
+        int fd = static_cast<int>(syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+        if (fd < 0) {
+            if (errno == ENODEV) continue;  // CPU went offline
+            error = "perf_event_open(cpu-clock) on CPU " + std::to_string(cpu) + " failed: " + strerror(errno);
+            return nullptr;
+        }
+        bpf_link* l = bpf_program__attach_perf_event(prog, fd);
+        if (!l) {
+            error = "cannot attach the sampler to CPU " + std::to_string(cpu) + ": " + strerror(errno);
+            close(fd);
+            return nullptr;
+        }
+        s->perf_fds_.push_back(fd);
+        s->perf_links_.push_back(l);
+    }
+    if (s->perf_links_.empty()) {
+        error = "no online CPU accepted a cpu-clock perf event";
+        return nullptr;
+    }
+    return s;
+}
+
+BpfSampler::~BpfSampler() {
+    stop_sampling();
+    for (auto* l : tp_links_) bpf_link__destroy(l);
+    if (rb_) ring_buffer__free(rb_);
+    if (skel_) pybpfprof_bpf__destroy(skel_);
+    if (stats_fd_ >= 0) close(stats_fd_);
+}
+
+void BpfSampler::stop_sampling() {
+    for (auto* l : perf_links_) bpf_link__destroy(l);
+    perf_links_.clear();
+    for (int fd : perf_fds_) close(fd);
+    perf_fds_.clear();
+}
+
+int BpfSampler::on_record(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<BpfSampler*>(ctx);
+    if (size < sizeof(pbp_event)) return 0;
+    self->handler_(*static_cast<const pbp_event*>(data));
+    return 0;
+}
+
+bool BpfSampler::add_process(pid_t pid, const pbp_proc& proc, std::string& error) {
+    uint32_t key = static_cast<uint32_t>(pid);
+    if (bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_ANY)) {
+        error = std::string("cannot add PID ") + std::to_string(pid) + " to the BPF process table: " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+void BpfSampler::remove_process(pid_t pid) {
+    uint32_t key = static_cast<uint32_t>(pid);
+    bpf_map__delete_elem(skel_->maps.procs, &key, sizeof key, 0);
+}
+
+int BpfSampler::poll(int timeout_ms) { return ring_buffer__poll(rb_, timeout_ms); }
+int BpfSampler::drain() { return ring_buffer__consume(rb_); }
+
+bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {
+    return bpf_map__lookup_elem(skel_->maps.stacks, &id, sizeof id, &out, sizeof out, 0) == 0;
+}
+
+std::array<uint64_t, PBP_STAT_COUNT> BpfSampler::stats() const {
+    std::array<uint64_t, PBP_STAT_COUNT> total{};
+    int ncpu = libbpf_num_possible_cpus();
+    std::vector<uint64_t> vals(ncpu);
+    for (uint32_t i = 0; i < PBP_STAT_COUNT; i++) {
+        if (bpf_map__lookup_elem(skel_->maps.stats, &i, sizeof i, vals.data(), vals.size() * sizeof(uint64_t), 0))
+            continue;
+        for (auto v : vals) total[i] += v;
+    }
+    return total;
+}
+
+BpfSampler::ProgStats BpfSampler::prog_stats() const {
+    ProgStats ps;
+    bpf_program* prog = use_loop_ ? skel_->progs.on_sample : skel_->progs.on_sample_nolp;
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0) {
+        ps.run_time_ns = info.run_time_ns;
+        ps.run_cnt = info.run_cnt;
+    }
+    return ps;
+}
+
+}  // namespace pbp

@@ -1,0 +1,75 @@
+// configure + sample + drain: owns the BPF skeleton, the per-CPU perf events, the process
+// table the BPF side reads, and the ring buffer.
+#pragma once
+#include <sys/types.h>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pybpfprof/abi.h"
+
+struct pybpfprof_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+namespace pbp {
+
+struct SamplerConfig {
+    double rate_hz = 99;
+    bool watch_exec = false;
+    size_t ringbuf_bytes = 0;      // 0 = sized from the CPU count
+    unsigned stack_entries = 2048; // distinct stacks held by BPF until userspace reads them
+    std::string btf_path;          // custom BTF instead of /sys/kernel/btf/vmlinux
+    bool bpf_stats = true;         // enable run_time_ns/run_cnt accounting while running
+};
+
+class BpfSampler {
+public:
+    using Handler = std::function<void(const pbp_event&)>;
+
+    // Opens, loads and attaches everything; nullptr with a one-line error otherwise.
+    static std::unique_ptr<BpfSampler> open(const SamplerConfig& cfg, Handler handler, std::string& error);
+    ~BpfSampler();
+
+    bool add_process(pid_t pid, const pbp_proc& proc, std::string& error);
+    void remove_process(pid_t pid);
+
+    // Waits up to timeout_ms for records and hands each to the handler. Returns records
+    // consumed, or -errno (-EINTR when a signal arrived).
+    int poll(int timeout_ms);
+    // Consumes everything already in the ring buffer without waiting.
+    int drain();
+    // Stops sampling (detaches the perf events); lifecycle tracepoints stay until destroyed.
+    void stop_sampling();
+
+    bool lookup_stack(uint64_t id, pbp_stack& out) const;
+    std::array<uint64_t, PBP_STAT_COUNT> stats() const;  // summed over CPUs
+    struct ProgStats {
+        uint64_t run_time_ns = 0, run_cnt = 0;
+    };
+    ProgStats prog_stats() const;
+
+    bool uses_bpf_loop() const { return use_loop_; }
+    uint32_t max_depth() const { return use_loop_ ? PBP_MAX_DEPTH : PBP_MAX_DEPTH_NO_LOOP; }
+    uint64_t period_ns() const { return period_ns_; }
+    int cpus() const { return static_cast<int>(perf_links_.size()); }
+
+private:
+    BpfSampler() = default;
+    static int on_record(void* ctx, void* data, size_t size);
+
+    pybpfprof_bpf* skel_ = nullptr;
+    ring_buffer* rb_ = nullptr;
+    std::vector<bpf_link*> perf_links_;
+    std::vector<int> perf_fds_;
+    std::vector<bpf_link*> tp_links_;
+    Handler handler_;
+    bool use_loop_ = true;
+    uint64_t period_ns_ = 0;
+    int stats_fd_ = -1;
+};
+
+}  // namespace pbp

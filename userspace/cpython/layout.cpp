@@ -1,0 +1,172 @@
+// Version helpers and the BPF offset validation shared by the built-in tables
+// (layout_tables.cpp) and the _Py_DebugOffsets decoder (debug_offsets.cpp).
+#include "cpython/layout.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace pbp::cpython {
+
+Version Version::from_hex(uint32_t hex) {
+    Version v;
+    v.major = static_cast<uint8_t>(hex >> 24);
+    v.minor = static_cast<uint8_t>(hex >> 16);
+    v.micro = static_cast<uint8_t>(hex >> 8);
+    v.level = static_cast<uint8_t>((hex >> 4) & 0xF);
+    v.serial = static_cast<uint8_t>(hex & 0xF);
+    return v;
+}
+
+uint32_t Version::hex() const {
+    return (uint32_t(major) << 24) | (uint32_t(minor) << 16) | (uint32_t(micro) << 8) |
+           (uint32_t(level & 0xF) << 4) | uint32_t(serial & 0xF);
+}
+
+std::string Version::str() const {
+    std::string s = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
+    switch (level) {
+    case 0xA: s += "a" + std::to_string(serial); break;
+    case 0xB: s += "b" + std::to_string(serial); break;
+    case 0xC: s += "rc" + std::to_string(serial); break;
+    default: break;  // 0xF final (anything else is not a CPython release level)
+    }
+    return s;
+}
+
+namespace {
+
+std::string num(unsigned v) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%u", v);
+    return b;
+}
+
+// One field BPF reads out of a window: it must lie inside PBP_WINDOW at its natural
+// alignment (BPF masks the offset with PBP_WINDOW - size, see win_u64/win_u32/win_u8).
+struct WinField {
+    const char* name;
+    uint16_t off;
+    unsigned size;  // 1, 4 or 8
+};
+
+bool check_window(const char* what, const WinField* f, size_t n, uint16_t& read_len,
+                  std::string& error) {
+    unsigned end = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].off == PBP_OFF_NONE) continue;
+        if (f[i].off % f[i].size != 0) {
+            error = std::string(what) + "." + f[i].name + " offset " + num(f[i].off) +
+                    " is not " + num(f[i].size) + "-byte aligned";
+            return false;
+        }
+        if (unsigned(f[i].off) + f[i].size > PBP_WINDOW) {
+            error = std::string(what) + "." + f[i].name + " offset " + num(f[i].off) +
+                    " lies beyond the " + num(PBP_WINDOW) + "-byte BPF window";
+            return false;
+        }
+        end = std::max(end, unsigned(f[i].off) + f[i].size);
+    }
+    if (end == 0) {
+        error = std::string(what) + ": no field to read";
+        return false;
+    }
+    read_len = static_cast<uint16_t>((end + 7) & ~7u);
+    if (read_len > PBP_WINDOW) {  // cannot happen after the checks above; kept as a guard
+        error = std::string(what) + " read length " + num(read_len) + " exceeds PBP_WINDOW";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
+    error.clear();
+    if (off.frame_kind != PBP_FRAME_OBJECT && off.frame_kind != PBP_FRAME_INTERP_CFRAME &&
+        off.frame_kind != PBP_FRAME_INTERP) {
+        error = "bad frame_kind " + num(off.frame_kind);
+        return false;
+    }
+    if (off.instr_kind != PBP_INSTR_LASTI_BYTES && off.instr_kind != PBP_INSTR_LASTI_UNITS &&
+        off.instr_kind != PBP_INSTR_PTR) {
+        error = "bad instr_kind " + num(off.instr_kind);
+        return false;
+    }
+    // Offsets read with a plain probe read (rd_u64): any u16 value works, but they must be set.
+    const struct {
+        const char* name;
+        uint16_t v;
+    } required[] = {
+        {"interp_next", off.interp_next},
+        {"interp_threads_head", off.interp_threads_head},
+        {"tstate_next", off.tstate_next},
+        {"tstate_thread_id", off.tstate_thread_id},
+        {"tstate_frame", off.tstate_frame},
+        {"frame_previous", off.frame_previous},
+        {"frame_code", off.frame_code},
+        {"frame_instr", off.frame_instr},
+        {"code_ob_type", off.code_ob_type},
+    };
+    for (auto& r : required) {
+        if (r.v == PBP_OFF_NONE) {
+            error = std::string(r.name) + " is not set";
+            return false;
+        }
+    }
+    if (off.frame_kind == PBP_FRAME_INTERP_CFRAME && off.cframe_current_frame == PBP_OFF_NONE) {
+        error = "cframe_current_frame is required for PBP_FRAME_INTERP_CFRAME";
+        return false;
+    }
+    if (off.instr_kind == PBP_INSTR_PTR && off.code_adaptive == PBP_OFF_NONE) {
+        error = "code_adaptive is required for PBP_INSTR_PTR";
+        return false;
+    }
+    if ((off.frame_tlbc_index == PBP_OFF_NONE) != (off.code_tlbc == PBP_OFF_NONE)) {
+        error = "frame_tlbc_index and code_tlbc must be set together";
+        return false;
+    }
+    if (off.executable_tag_mask > 7) {  // objects are at least 8-byte aligned
+        error = "executable_tag_mask " + num(off.executable_tag_mask) + " clears pointer bits";
+        return false;
+    }
+
+    const WinField frame[] = {
+        {"frame_previous", off.frame_previous, 8},
+        {"frame_code", off.frame_code, 8},
+        {"frame_instr", off.frame_instr, off.instr_kind == PBP_INSTR_PTR ? 8u : 4u},
+        {"frame_owner", off.frame_owner, 1},
+        {"frame_tlbc_index", off.frame_tlbc_index, 4},
+    };
+    if (!check_window("frame", frame, std::size(frame), off.frame_read_len, error)) return false;
+
+    WinField code[6] = {
+        {"code_ob_type", off.code_ob_type, 8},
+        {"code_tlbc", off.code_tlbc, 8},
+    };
+    size_t ncode = 2;
+    static const char* const csum_names[4] = {"csum_off[0]", "csum_off[1]", "csum_off[2]",
+                                              "csum_off[3]"};
+    bool any_csum = false;
+    for (int i = 0; i < 4; i++) {
+        uint8_t sz = off.csum_size[i];
+        if (sz == 0) continue;
+        if (sz != 4 && sz != 8) {
+            error = std::string("csum_size[") + char('0' + i) + "] must be 0, 4 or 8";
+            return false;
+        }
+        if (off.csum_off[i] == PBP_OFF_NONE) {
+            error = std::string(csum_names[i]) + " is not set";
+            return false;
+        }
+        code[ncode++] = {csum_names[i], off.csum_off[i], sz};
+        any_csum = true;
+    }
+    if (!any_csum) {
+        error = "no code checksum field";
+        return false;
+    }
+    if (!check_window("code", code, ncode, off.code_read_len, error)) return false;
+    return true;
+}
+
+}  // namespace pbp::cpython

@@ -1,0 +1,246 @@
+#include "discovery.h"
+
+#include <regex>
+#include <set>
+#include <vector>
+
+#include "elf_file.h"
+#include "procfs.h"
+#include "target_memory.h"
+
+namespace pbp {
+
+struct Discoverer::ElfFacts {
+    bool ok = false;
+    std::string error;
+    bool is_exec = false;
+    std::vector<ElfSegment> loads;
+    std::map<std::string, uint64_t> syms;
+    std::optional<ElfSection> pyruntime_section;
+    std::optional<uint32_t> py_version;  // Py_Version contents (3.11+)
+    std::string soname;
+    std::vector<std::string> version_strings;
+
+    bool is_python() const {
+        return syms.count("_PyRuntime") || pyruntime_section ||
+               (syms.count("_PyThreadState_Current") && syms.count("PyCode_Type"));
+    }
+};
+
+namespace {
+
+const std::vector<std::string> kSymbols = {"_PyRuntime", "Py_Version", "PyCode_Type",
+                                           "_PyThreadState_Current", "interp_head"};
+
+bool basename_mentions_python(const std::string& path) {
+    auto slash = path.rfind('/');
+    std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+    return base.find("python") != std::string::npos;
+}
+
+// Load bias of an ELF from the lowest-offset mapping of it.
+std::optional<uint64_t> load_bias(const std::vector<ElfSegment>& loads, const procfs::Mapping& m) {
+    for (auto& s : loads) {
+        if (m.offset >= (s.offset & ~0xfffULL) && m.offset < s.offset + s.filesz) {
+            // address of file offset X in this segment = bias + vaddr + (X - offset)
+            return m.start - (s.vaddr + (m.offset - s.offset));
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<cpython::Version> version_from_name(const std::string& name) {
+    static const std::regex re(R"(python(\d)\.(\d+))");
+    std::smatch mm;
+    if (std::regex_search(name, mm, re)) {
+        cpython::Version v;
+        v.major = static_cast<uint8_t>(std::stoi(mm[1]));
+        v.minor = static_cast<uint8_t>(std::stoi(mm[2]));
+        return v;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string PythonTarget::describe() const {
+    std::string s = layout.version.str();
+    if (layout.free_threaded) s += "t";
+    s += shared_lib ? " (libpython " : " (static ";
+    s += interp_path + ")";
+    return s;
+}
+
+pbp_proc PythonTarget::bpf_config(uint32_t max_depth, uint32_t generation) const {
+    pbp_proc p{};
+    p.off = layout.bpf;
+    p.interp_head_addr = interp_head_addr;
+    p.code_type_addr = code_type_addr;
+    p.generation = generation;
+    p.max_depth = max_depth;
+    return p;
+}
+
+std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const std::string& open_path,
+                                                                 const std::string& key) {
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    auto f = std::make_shared<ElfFacts>();
+    std::string err;
+    auto elf = ElfFile::open(open_path, err);
+    if (!elf) {
+        f->error = err;
+    } else {
+        f->ok = true;
+        f->is_exec = elf->is_exec();
+        f->loads = elf->loads();
+        f->syms = elf->find_symbols(kSymbols);
+        f->pyruntime_section = elf->section(".PyRuntime");
+        f->soname = elf->soname();
+        if (auto pv = f->syms.find("Py_Version"); pv != f->syms.end()) {
+            uint32_t v = 0;
+            if (elf->read_vaddr(pv->second, &v, sizeof v)) f->py_version = v;
+        }
+        if (f->is_python() && !f->py_version) f->version_strings = elf->version_strings();
+    }
+    // Only cache successful parses: a failed open may succeed later (file still mapping).
+    if (f->ok) cache_[key] = f;
+    return f;
+}
+
+DiscoveryResult Discoverer::discover(pid_t pid) {
+    DiscoveryResult r;
+    auto maps = procfs::read_maps(pid);
+    if (!maps) {
+        r.status = procfs::exists(pid) ? Discovery::NotPython : Discovery::Gone;
+        r.reason = r.status == Discovery::Gone ? "no such process" : "kernel thread or no memory maps";
+        return r;
+    }
+    std::string exe = procfs::exe(pid);
+
+    // Candidate files: the executable and libpython-like files first, then every other
+    // executable file mapping (interpreters started through ld.so, renamed binaries).
+    std::vector<const procfs::Mapping*> first, rest;
+    std::set<std::string> seen;
+    bool has_libc = false;
+    for (auto& m : *maps) {
+        if (m.inode == 0 || m.path.empty() || m.path[0] != '/') continue;
+        if (m.path.find("/libc.so") != std::string::npos || m.path.find("/libc-") != std::string::npos ||
+            m.path.find("ld-musl") != std::string::npos)
+            has_libc = true;
+        std::string key = m.dev + ":" + std::to_string(m.inode);
+        if (!seen.insert(key).second) continue;
+        bool prefer = m.path == exe || basename_mentions_python(m.path);
+        (prefer ? first : rest).push_back(&m);
+    }
+    std::vector<const procfs::Mapping*> cands = first;
+    cands.insert(cands.end(), rest.begin(), rest.end());
+
+    for (const procfs::Mapping* m : cands) {
+        // Lowest-offset mapping of this file gives the load bias.
+        const procfs::Mapping* low = m;
+        for (auto& o : *maps)
+            if (o.inode == m->inode && o.dev == m->dev && o.offset < low->offset) low = &o;
+        std::string key = m->dev + ":" + std::to_string(m->inode);
+        auto facts = facts_for(pid, procfs::openable_path(pid, *low), key);
+        if (!facts->ok || !facts->is_python()) continue;
+
+        auto bias = load_bias(facts->loads, *low);
+        if (!bias) {
+            r.status = Discovery::NotYet;
+            r.reason = m->path + " is only partly mapped";
+            return r;
+        }
+        PythonTarget t;
+        t.pid = pid;
+        t.interp_path = m->path;
+        t.shared_lib = m->path != exe;
+        auto sym = [&](const char* n) -> uint64_t {
+            auto it = facts->syms.find(n);
+            return it == facts->syms.end() ? 0 : *bias + it->second;
+        };
+        if (auto s = facts->syms.find("_PyRuntime"); s != facts->syms.end())
+            t.runtime_addr = *bias + s->second;
+        else if (facts->pyruntime_section)
+            t.runtime_addr = *bias + facts->pyruntime_section->addr;
+        t.code_type_addr = sym("PyCode_Type");
+
+        // Version: Py_Version, else _Py_DebugOffsets, else names, else .rodata strings.
+        cpython::Version ver;
+        if (facts->py_version) ver = cpython::Version::from_hex(*facts->py_version);
+        if (!ver.known())
+            if (auto v = version_from_name(facts->soname)) ver = *v;
+        if (!ver.known())
+            if (auto v = version_from_name(m->path)) ver = *v;
+        if (!ver.known() && !facts->version_strings.empty()) {
+            auto& s = facts->version_strings.front();
+            if (auto v = version_from_name("python" + s)) ver = *v;
+        }
+
+        ProcessMemory mem(pid);
+        std::optional<cpython::Layout> lay;
+        std::string err, warn;
+        bool debug_offsets_tried = false;
+        if (t.runtime_addr && (!ver.known() || ver.at_least(3, 13))) {
+            std::vector<uint8_t> raw(cpython::kDebugOffsetsReadSize);
+            if (mem.read(t.runtime_addr, raw.data(), raw.size())) {
+                debug_offsets_tried = true;
+                lay = cpython::layout_from_debug_offsets(raw, err, warn);
+            } else {
+                err = "cannot read _PyRuntime";
+            }
+        }
+        if (!lay && ver.known() && !ver.at_least(3, 13)) lay = cpython::builtin_layout(ver, false);
+        if (!lay) {
+            r.status = Discovery::Unsupported;
+            if (!ver.known())
+                r.reason = "CPython in " + m->path + " but its version is unknown (" +
+                           (err.empty() ? "no Py_Version or version string" : err) + ")";
+            else
+                r.reason = "CPython " + ver.str() + " in " + m->path + " is not supported" +
+                           (debug_offsets_tried || !err.empty() ? ": " + err : "");
+            return r;
+        }
+        if (!lay->version.known()) lay->version = ver;
+        t.layout = *lay;
+        t.warning = warn;
+        if (lay->runtime_interp_head) {
+            if (!t.runtime_addr) {
+                r.status = Discovery::Unsupported;
+                r.reason = "CPython " + ver.str() + " in " + m->path + ": _PyRuntime not found";
+                return r;
+            }
+            t.interp_head_addr = t.runtime_addr + *lay->runtime_interp_head;
+        } else {
+            t.interp_head_addr = sym("interp_head");
+            if (!t.interp_head_addr) {
+                r.status = Discovery::Unsupported;
+                r.reason = "CPython " + ver.str() + " in " + m->path +
+                           ": the interp_head symbol is missing (stripped 3.6 build)";
+                return r;
+            }
+        }
+        r.status = Discovery::Python;
+        r.target = std::move(t);
+        return r;
+    }
+
+    // Nothing found. Still inside ld.so (libraries not all mapped yet)? Then maybe later.
+    bool static_exe = false;
+    for (auto& m : *maps)
+        if (m.path == exe) {
+            auto key = m.dev + ":" + std::to_string(m.inode);
+            auto it = cache_.find(key);
+            static_exe = it != cache_.end() && it->second->is_exec && !has_libc;
+        }
+    if (!has_libc && !static_exe) {
+        r.status = Discovery::NotYet;
+        r.reason = "still starting (dynamic loader)";
+        return r;
+    }
+    r.status = Discovery::NotPython;
+    r.reason = "no CPython runtime (_PyRuntime, .PyRuntime or libpython) in its memory maps";
+    return r;
+}
+
+}  // namespace pbp

@@ -1,0 +1,83 @@
+// Collapsed ("folded") stacks: flamegraph.pl's input format, also read by speedscope,
+// inferno, Pyroscope and others. One line per distinct stack, outermost frame first:
+//   process;thread;frame;...;leaf COUNT
+// process = display_name(), thread = "<name> (tid N)", frame = "qualname (file:line)".
+// Lines are sorted (bytewise) so equal profiles give identical files.
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "export/exporter.h"
+
+namespace pbp {
+
+namespace {
+
+// ';' separates frames and '\n' separates lines: neither may appear inside a frame.
+std::string sanitize(const std::string& s) {
+    std::string r = s;
+    for (char& c : r) {
+        if (c == ';') c = ':';
+        else if (c == '\n' || c == '\r') c = ' ';
+    }
+    if (r.empty()) r = "?";
+    return r;
+}
+
+std::string frame_text(const Frame& f) {
+    if (f.synthetic || f.file.empty()) return sanitize(f.name);
+    std::string s = f.name + " (" + f.file;
+    if (f.line > 0) s += ":" + std::to_string(f.line);
+    return sanitize(s + ")");
+}
+
+std::string thread_text(const ThreadProfile& t) {
+    std::string s = t.name.empty() ? std::string("thread") : t.name;
+    return sanitize(s + " (tid " + std::to_string(t.tid) + ")");
+}
+
+class CollapsedExporter : public Exporter {
+public:
+    std::string name() const override { return "collapsed"; }
+    std::string extension() const override { return "folded"; }
+    std::string how_to_open(const std::string& path) const override {
+        return "flamegraph.pl " + path + " > flame.svg";
+    }
+    void write(const Profile& profile, std::ostream& out) const override;
+};
+
+void CollapsedExporter::write(const Profile& prof, std::ostream& out) const {
+    std::vector<std::string> frame_texts;
+    frame_texts.reserve(prof.frames.size());
+    for (const auto& f : prof.frames.all()) frame_texts.push_back(frame_text(f));
+
+    std::map<std::string, uint64_t> lines;
+    for (const auto& [pid, p] : prof.processes) {
+        const std::string proc = sanitize(p.display_name());
+        for (const auto& [tid, t] : p.threads) {
+            if (t.samples.empty()) continue;
+            std::unordered_map<uint32_t, uint64_t> per_stack;
+            for (const auto& s : t.samples) per_stack[s.stack]++;
+            const std::string prefix = proc + ";" + thread_text(t);
+            for (const auto& [stack, count] : per_stack) {
+                std::string line = prefix;
+                if (stack < prof.stacks.size())
+                    for (uint32_t fi : prof.stacks.at(stack)) {
+                        line += ';';
+                        line += fi < frame_texts.size() ? frame_texts[fi] : std::string("?");
+                    }
+                lines[line] += count;
+            }
+        }
+    }
+    for (const auto& [line, count] : lines) out << line << ' ' << count << '\n';
+}
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_collapsed_exporter() {
+    return std::make_unique<CollapsedExporter>();
+}
+
+}  // namespace pbp

@@ -1,0 +1,37 @@
+// Format registry: construction only. Each format lives in its own file and provides
+// one factory function declared below.
+#include "export/exporter.h"
+
+namespace pbp {
+
+std::unique_ptr<Exporter> make_speedscope_exporter();  // speedscope.cpp
+std::unique_ptr<Exporter> make_collapsed_exporter();   // collapsed.cpp
+
+namespace {
+
+struct FormatEntry {
+    const char* name;
+    std::unique_ptr<Exporter> (*make)();
+};
+
+// Order is the order shown to users (first = default).
+const FormatEntry kFormats[] = {
+    {"speedscope", make_speedscope_exporter},
+    {"collapsed", make_collapsed_exporter},
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_exporter(const std::string& format) {
+    for (const auto& f : kFormats)
+        if (format == f.name) return f.make();
+    return nullptr;
+}
+
+std::vector<std::string> exporter_names() {
+    std::vector<std::string> names;
+    for (const auto& f : kFormats) names.emplace_back(f.name);
+    return names;
+}
+
+}  // namespace pbp

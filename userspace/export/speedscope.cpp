@@ -1,0 +1,236 @@
+// speedscope file format (https://www.speedscope.app/file-format-schema.json).
+//
+// One `sampled` profile per (process, thread) that has samples, all sharing one frame
+// table. Weights are seconds of CPU time (one sampling period per sample). startValue and
+// endValue are seconds since the run start, so every profile uses the same time base.
+// Note: speedscope itself lays the samples of a sampled profile out back to back from
+// startValue (it has no per-sample timestamps); the time base is there for tools and for the
+// width of the time-order view (speedscope uses max(endValue - startValue, sum of weights)).
+//
+// speedscope refuses a file with no profiles ("Successfully imported profile, but it's
+// empty!"), so an idle run still gets one empty profile per seen process (or one for the run).
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "export/exporter.h"
+
+#ifndef PYBPFPROF_VERSION
+#define PYBPFPROF_VERSION "unknown"
+#endif
+
+namespace pbp {
+
+namespace {
+
+constexpr const char* kSchema = "https://www.speedscope.app/file-format-schema.json";
+
+// JSON string literal; invalid UTF-8 is replaced with U+FFFD rather than throwing.
+std::string jstr(const std::string& s) {
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Exact decimal seconds for a nanosecond count ("0.01010101", "-1.5", "3").
+std::string seconds(int64_t ns) {
+    std::string s;
+    uint64_t a;
+    if (ns < 0) {
+        s = "-";
+        a = static_cast<uint64_t>(-(ns + 1)) + 1;
+    } else {
+        a = static_cast<uint64_t>(ns);
+    }
+    s += std::to_string(a / 1000000000ULL);
+    uint64_t frac = a % 1000000000ULL;
+    if (frac) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, ".%09llu", static_cast<unsigned long long>(frac));
+        std::string f = buf;
+        while (f.back() == '0') f.pop_back();
+        s += f;
+    }
+    return s;
+}
+
+// "2026-11-21T11:38:00.123Z"
+std::string iso8601_utc_ms(int64_t unix_ns) {
+    int64_t sec = unix_ns / 1000000000LL;
+    int64_t rem = unix_ns % 1000000000LL;
+    if (rem < 0) {
+        rem += 1000000000LL;
+        sec -= 1;
+    }
+    time_t t = static_cast<time_t>(sec);
+    struct tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(rem / 1000000));
+    return buf;
+}
+
+uint64_t effective_period_ns(const RunInfo& run) {
+    if (run.period_ns) return run.period_ns;
+    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
+    return 1000000;  // unknown rate: count each sample as 1 ms rather than drop it (weight 0)
+}
+
+std::string labels_suffix(const ProcessProfile& p) {
+    if (p.labels.empty()) return "";
+    std::string s = " [";
+    bool first = true;
+    for (const auto& [k, v] : p.labels) {
+        if (!first) s += ", ";
+        first = false;
+        s += k + "=" + v;
+    }
+    return s + "]";
+}
+
+std::string thread_profile_name(const ProcessProfile& p, const ThreadProfile& t) {
+    std::string s = p.display_name() + " ";
+    if (!t.name.empty()) s += t.name + " ";
+    s += "(tid " + std::to_string(t.tid);
+    if (t.ns_tid && t.ns_tid != t.tid) s += ", ns tid " + std::to_string(t.ns_tid);
+    s += ")";
+    return s + labels_suffix(p);
+}
+
+class SpeedscopeExporter : public Exporter {
+public:
+    std::string name() const override { return "speedscope"; }
+    std::string extension() const override { return "speedscope.json"; }
+    std::string how_to_open(const std::string& path) const override {
+        return "open it at https://www.speedscope.app or run: npx speedscope " + path;
+    }
+    void write(const Profile& profile, std::ostream& out) const override;
+};
+
+void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
+    const RunInfo& run = prof.run;
+    const uint64_t period = effective_period_ns(run);
+    const std::string weight = seconds(static_cast<int64_t>(period));
+    const std::string start_iso = iso8601_utc_ms(run.start_unix_ns);
+    auto rel = [&](uint64_t mono_ns) {
+        return static_cast<int64_t>(mono_ns - run.start_mono_ns);
+    };
+
+    std::string file_name = "pybpfprof ";
+    if (!run.target.empty()) file_name += run.target + " ";
+    file_name += start_iso;
+
+    out << "{\"$schema\":" << jstr(kSchema) << ",\n";
+    out << "\"name\":" << jstr(file_name) << ",\n";
+    out << "\"exporter\":" << jstr(std::string("pybpfprof ") + PYBPFPROF_VERSION) << ",\n";
+
+    // Extra metadata: the schema allows additional top-level properties and speedscope
+    // ignores them. Absolute times let other tools line the profiles up with wall clock.
+    {
+        nlohmann::json meta = {
+            {"start_time", start_iso},
+            {"start_unix_ns", run.start_unix_ns},
+            {"start_mono_ns", run.start_mono_ns},
+            {"end_mono_ns", run.end_mono_ns},
+            {"duration_s", run.end_mono_ns >= run.start_mono_ns ? run.duration_s() : 0.0},
+            {"period_ns", period},
+            {"rate_hz", run.rate_hz},
+            {"target", run.target},
+            {"version", run.version},
+            {"kernel", run.kernel},
+            {"total_samples", prof.total_samples()},
+            {"lost", run.lost},
+        };
+        out << "\"pybpfprof\":"
+            << meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << ",\n";
+    }
+
+    // Shared frame table: our FrameTable indices are used as-is.
+    out << "\"shared\":{\"frames\":[";
+    const auto& frames = prof.frames.all();
+    for (size_t i = 0; i < frames.size(); i++) {
+        const Frame& f = frames[i];
+        if (i) out << ",";
+        out << "\n{\"name\":" << jstr(f.name.empty() ? "?" : f.name);
+        if (!f.synthetic) {
+            if (!f.file.empty()) out << ",\"file\":" << jstr(f.file);
+            if (f.line > 0) out << ",\"line\":" << f.line;
+        }
+        out << "}";
+    }
+    out << "]},\n";
+
+    out << "\"profiles\":[";
+    size_t index = 0, active = 0, active_samples = 0;
+    auto sep = [&]() {
+        if (index) out << ",";
+        out << "\n";
+    };
+    for (const auto& [pid, p] : prof.processes) {
+        for (const auto& [tid, t] : p.threads) {
+            if (t.samples.empty()) continue;
+            // Samples are documented to be in time order; be robust if they are not.
+            std::vector<const Sample*> order;
+            order.reserve(t.samples.size());
+            for (const auto& s : t.samples) order.push_back(&s);
+            std::stable_sort(order.begin(), order.end(),
+                             [](const Sample* a, const Sample* b) { return a->ts_ns < b->ts_ns; });
+            const int64_t first = rel(order.front()->ts_ns);
+            const int64_t last = rel(order.back()->ts_ns);
+            sep();
+            out << "{\"type\":\"sampled\",\"name\":" << jstr(thread_profile_name(p, t))
+                << ",\"unit\":\"seconds\",\"startValue\":" << seconds(first)
+                << ",\"endValue\":" << seconds(last + static_cast<int64_t>(period))
+                << ",\n\"samples\":[";
+            bool first_sample = true;
+            for (const Sample* s : order) {
+                out << (first_sample ? "[" : ",[");
+                first_sample = false;
+                if (s->stack < prof.stacks.size()) {
+                    const auto& st = prof.stacks.at(s->stack);
+                    for (size_t k = 0; k < st.size(); k++) {
+                        if (k) out << ",";
+                        out << st[k];
+                    }
+                }
+                out << "]";
+            }
+            out << "],\n\"weights\":[";
+            for (size_t k = 0; k < order.size(); k++) {
+                if (k) out << ",";
+                out << weight;
+            }
+            out << "]}";
+            if (order.size() > active_samples) {
+                active_samples = order.size();
+                active = index;
+            }
+            index++;
+        }
+    }
+    if (index == 0) {
+        // Idle target: speedscope rejects a file without profiles, so emit one empty profile
+        // per seen process (or one for the whole run), spanning the run.
+        const int64_t end = run.end_mono_ns > run.start_mono_ns ? rel(run.end_mono_ns) : 0;
+        auto empty_profile = [&](const std::string& name) {
+            sep();
+            out << "{\"type\":\"sampled\",\"name\":" << jstr(name + " (no samples)")
+                << ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":" << seconds(end)
+                << ",\"samples\":[],\"weights\":[]}";
+            index++;
+        };
+        for (const auto& [pid, p] : prof.processes) empty_profile(p.display_name() + labels_suffix(p));
+        if (index == 0) empty_profile(file_name);
+    }
+    out << "],\n\"activeProfileIndex\":" << active << "}\n";
+}
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_speedscope_exporter() {
+    return std::make_unique<SpeedscopeExporter>();
+}
+
+}  // namespace pbp

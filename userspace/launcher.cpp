@@ -1,0 +1,79 @@
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace pbp {
+
+bool Launcher::start(const std::vector<std::string>& argv, std::string& error) {
+    int gate[2], err[2];
+    if (pipe2(gate, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+        error = std::string("pipe: ") + strerror(errno);
+        return false;
+    }
+    pid_ = fork();
+    if (pid_ < 0) {
+        error = std::string("fork: ") + strerror(errno);
+        return false;
+    }
+    if (pid_ == 0) {
+        close(gate[1]);
+        close(err[0]);
+        char c;
+        while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+        }
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        std::vector<char*> a;
+        for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+        a.push_back(nullptr);
+        execvp(a[0], a.data());
+        int e = errno;
+        (void)!write(err[1], &e, sizeof e);
+        _exit(127);
+    }
+    close(gate[0]);
+    close(err[1]);
+    gate_ = gate[1];
+    errpipe_ = err[0];
+    return true;
+}
+
+void Launcher::release() {
+    if (gate_ >= 0) {
+        (void)!write(gate_, "g", 1);
+        close(gate_);
+        gate_ = -1;
+    }
+}
+
+int Launcher::wait_exec() {
+    if (errpipe_ < 0) return 0;
+    int e = 0;
+    ssize_t n;
+    while ((n = read(errpipe_, &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    close(errpipe_);
+    errpipe_ = -1;
+    return n == sizeof e ? e : 0;
+}
+
+std::optional<int> Launcher::poll_exit() {
+    if (status_ || pid_ <= 0) return status_;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_)
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return status_;
+}
+
+Launcher::~Launcher() {
+    release();
+    if (errpipe_ >= 0) close(errpipe_);
+}
+
+}  // namespace pbp

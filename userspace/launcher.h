@@ -1,0 +1,31 @@
+// Launching `-- COMMAND ARGS`: the child is forked first and held at a gate until the
+// sampler is ready, so the program is profiled from its first instruction.
+#pragma once
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pbp {
+
+class Launcher {
+public:
+    // Forks; the child waits for release() and then execs argv (PATH searched).
+    bool start(const std::vector<std::string>& argv, std::string& error);
+    void release();
+    // After release(): blocks until the exec happened; 0, or the errno of a failed exec.
+    int wait_exec();
+    pid_t pid() const { return pid_; }
+    // Non-blocking: the exit status once the child has exited (waitpid WNOHANG).
+    std::optional<int> poll_exit();
+    ~Launcher();
+
+private:
+    pid_t pid_ = -1;
+    int gate_ = -1;
+    int errpipe_ = -1;
+    std::optional<int> status_;
+};
+
+}  // namespace pbp

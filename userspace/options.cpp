@@ -1,0 +1,64 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "export/exporter.h"
+#include "pybpfprof/abi.h"
+
+namespace pbp {
+
+bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
+    CLI::App app{"pybpfprof: a system-wide CPython profiler built on eBPF.\n"
+                 "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.",
+                 "pybpfprof"};
+    app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
+    app.add_option("-p,--pid", o.pids, "Profile this running process (repeatable)")->check(CLI::PositiveNumber);
+    app.add_flag("-a,--all-python", o.all_python,
+                 "Profile every CPython process on the machine, including ones started later");
+    app.add_option("-r,--rate", o.rate_hz, "Samples per second per CPU (default 99)")
+        ->check(CLI::Range(1.0, 10000.0));
+    app.add_option("-d,--duration", o.duration_s,
+                   "Seconds to profile (default: until Ctrl-C or until the targets exit)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("-o,--output", o.output, "Output file (default: pybpfprof-<target>-<timestamp>.<ext>)");
+    std::string formats;
+    for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
+    app.add_option("-f,--format", o.format, "Output format: " + formats + " (default speedscope)")
+        ->check(CLI::IsMember(exporter_names()));
+    app.add_option("--max-depth", o.max_depth, "Deepest Python stack to collect (default: the most the kernel allows)")
+        ->check(CLI::Range(1, PBP_MAX_DEPTH));
+    app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
+    app.add_flag("-q,--quiet", o.quiet, "No live status line");
+    app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
+    app.add_option("command", o.command, "Command to launch and profile (after --)");
+    app.positionals_at_end();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        exit_code = app.exit(e);
+        return false;
+    } catch (const CLI::CallForVersion& e) {
+        exit_code = app.exit(e);
+        return false;
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "pybpfprof: " << e.what() << "; see pybpfprof --help\n";
+        exit_code = 2;
+        return false;
+    }
+    int modes = (!o.pids.empty()) + o.all_python + (!o.command.empty());
+    if (modes == 0) {
+        std::cerr << "pybpfprof: nothing to profile; give --pid PID, --all-python, or -- COMMAND ARGS\n";
+        exit_code = 2;
+        return false;
+    }
+    if (modes > 1) {
+        std::cerr << "pybpfprof: choose one of --pid, --all-python and -- COMMAND, not several\n";
+        exit_code = 2;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace pbp

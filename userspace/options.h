@@ -1,0 +1,28 @@
+// Command-line options, parsed and validated (CLI11).
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pbp {
+
+struct Options {
+    std::vector<pid_t> pids;
+    bool all_python = false;
+    std::vector<std::string> command;  // after "--"
+    double rate_hz = 99;
+    double duration_s = 0;  // 0 = until Ctrl-C / targets exit
+    std::string output;     // "" = pybpfprof-<target>-<timestamp>.<ext>
+    std::string format = "speedscope";
+    int max_depth = 0;      // 0 = as deep as the kernel allows
+    std::string btf_path;
+    bool quiet = false;
+    bool no_summary = false;
+};
+
+// Parses argv. On --help/--version prints and returns exit code 0 in 'exit_code' with
+// false; on bad input prints a one-line error and returns false with a non-zero code.
+bool parse_options(int argc, char** argv, Options& opts, int& exit_code);
+
+}  // namespace pbp

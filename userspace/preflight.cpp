@@ -1,0 +1,59 @@
+#include "preflight.h"
+
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace pbp {
+
+namespace {
+bool has_cap(const __user_cap_data_struct* d, int cap) {
+    return d[cap / 32].effective & (1u << (cap % 32));
+}
+}  // namespace
+
+bool check_privileges(std::string& error) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (syscall(SYS_capget, &hdr, data) == 0) {
+        constexpr int kSysAdmin = 21, kPerfmon = 38, kBpf = 39;
+        if (has_cap(data, kSysAdmin) || (has_cap(data, kBpf) && has_cap(data, kPerfmon))) return true;
+    } else if (geteuid() == 0) {
+        return true;
+    }
+    error = "loading BPF programs needs root or CAP_BPF+CAP_PERFMON; run it with sudo "
+            "(or: sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep pybpfprof)";
+    return false;
+}
+
+std::string kernel_release() {
+    utsname u{};
+    if (uname(&u)) return "unknown";
+    return u.release;
+}
+
+bool check_kernel(const std::string& btf_path, std::string& error) {
+    std::string rel = kernel_release();
+    int maj = 0, min = 0;
+    if (sscanf(rel.c_str(), "%d.%d", &maj, &min) == 2 && (maj < 5 || (maj == 5 && min < 8))) {
+        error = "kernel " + rel + " is too old: pybpfprof needs Linux 5.8 or newer (BPF ring buffer); "
+                "upgrade the kernel";
+        return false;
+    }
+    std::string btf = btf_path.empty() ? "/sys/kernel/btf/vmlinux" : btf_path;
+    if (access(btf.c_str(), R_OK) != 0) {
+        if (btf_path.empty())
+            error = "kernel " + rel + " has no BTF (/sys/kernel/btf/vmlinux is missing): use a kernel built "
+                    "with CONFIG_DEBUG_INFO_BTF=y (Debian 11+, Ubuntu 20.10+, Fedora 31+, RHEL 8.2+) "
+                    "or pass --btf FILE";
+        else
+            error = "BTF file " + btf + " cannot be read; pass a readable BTF file to --btf";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace pbp

@@ -1,0 +1,13 @@
+// Checks made before loading BPF, each failing with a one-line cause-and-fix message.
+#pragma once
+#include <string>
+
+namespace pbp {
+
+// Root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) in the effective set.
+bool check_privileges(std::string& error);
+// Kernel BTF (or a --btf file) for CO-RE, and a kernel new enough for ring buffers (5.8).
+bool check_kernel(const std::string& btf_path, std::string& error);
+std::string kernel_release();
+
+}  // namespace pbp

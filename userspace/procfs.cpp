@@ -1,0 +1,136 @@
+#include "procfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace pbp::procfs {
+
+namespace {
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return {};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+std::string trim_nl(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+    return s;
+}
+std::optional<Status> parse_status(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) return std::nullopt;
+    Status st;
+    std::string line;
+    while (std::getline(f, line)) {
+        auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string key = line.substr(0, colon);
+        std::string val = line.substr(colon + 1);
+        size_t p = val.find_first_not_of(" \t");
+        val = p == std::string::npos ? "" : val.substr(p);
+        if (key == "Name") st.name = val;
+        else if (key == "Tgid") st.tgid = std::atoi(val.c_str());
+        else if (key == "PPid") st.ppid = std::atoi(val.c_str());
+        else if (key == "Uid") st.uid = std::atoi(val.c_str());
+        else if (key == "NSpid") {
+            std::istringstream is(val);
+            pid_t x;
+            while (is >> x) st.nspid.push_back(x);
+        }
+    }
+    if (!st.tgid) return std::nullopt;
+    return st;
+}
+}  // namespace
+
+std::optional<std::vector<Mapping>> read_maps(pid_t pid) {
+    FILE* f = fopen(("/proc/" + std::to_string(pid) + "/maps").c_str(), "re");
+    if (!f) return std::nullopt;
+    std::vector<Mapping> v;
+    char* line = nullptr;
+    size_t cap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        Mapping m;
+        char perms[8] = {0}, dev[16] = {0};
+        unsigned long long start, end, off, inode;
+        int pos = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %15s %llu %n", &start, &end, perms, &off, dev, &inode,
+                   &pos) < 6)
+            continue;
+        m.start = start;
+        m.end = end;
+        m.perms = perms;
+        m.offset = off;
+        m.dev = dev;
+        m.inode = inode;
+        if (pos > 0) m.path = trim_nl(line + pos);
+        v.push_back(std::move(m));
+    }
+    free(line);
+    fclose(f);
+    if (v.empty()) return std::nullopt;  // kernel thread or gone
+    return v;
+}
+
+std::optional<Status> read_status(pid_t pid) {
+    return parse_status("/proc/" + std::to_string(pid) + "/status");
+}
+std::optional<Status> read_task_status(pid_t pid, pid_t tid) {
+    return parse_status("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status");
+}
+
+std::string comm(pid_t pid) { return trim_nl(slurp("/proc/" + std::to_string(pid) + "/comm")); }
+std::string thread_comm(pid_t pid, pid_t tid) {
+    return trim_nl(slurp("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm"));
+}
+
+std::string cmdline(pid_t pid) {
+    std::string s = slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    while (!s.empty() && s.back() == '\0') s.pop_back();
+    for (char& c : s)
+        if (c == '\0') c = ' ';
+    return s;
+}
+
+std::string exe(pid_t pid) {
+    char buf[4096];
+    ssize_t n = readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return {};
+    return std::string(buf, n);
+}
+
+bool exists(pid_t pid) { return access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0; }
+
+std::vector<pid_t> all_pids() {
+    std::vector<pid_t> v;
+    DIR* d = opendir("/proc");
+    if (!d) return v;
+    while (dirent* e = readdir(d)) {
+        char* endp;
+        long p = strtol(e->d_name, &endp, 10);
+        if (*endp == '\0' && p > 0) v.push_back(static_cast<pid_t>(p));
+    }
+    closedir(d);
+    return v;
+}
+
+std::string openable_path(pid_t pid, const Mapping& m) {
+    char range[64];
+    snprintf(range, sizeof range, "%llx-%llx", (unsigned long long)m.start, (unsigned long long)m.end);
+    std::string mf = "/proc/" + std::to_string(pid) + "/map_files/" + range;
+    if (access(mf.c_str(), R_OK) == 0) return mf;
+    std::string path = m.path;
+    const std::string deleted = " (deleted)";
+    if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+        path.resize(path.size() - deleted.size());
+    return "/proc/" + std::to_string(pid) + "/root" + path;
+}
+
+}  // namespace pbp::procfs

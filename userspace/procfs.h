@@ -1,0 +1,41 @@
+// Small readers for /proc: maps, status, comm, cmdline, task lists.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pbp::procfs {
+
+struct Mapping {
+    uint64_t start = 0, end = 0, offset = 0;
+    std::string perms;  // "r-xp"
+    uint64_t inode = 0;
+    std::string dev;    // "fd:01"
+    std::string path;   // as the target sees it (inside its mount namespace)
+};
+
+std::optional<std::vector<Mapping>> read_maps(pid_t pid);
+
+struct Status {
+    std::string name;
+    pid_t tgid = 0, ppid = 0;
+    std::vector<pid_t> nspid;  // NSpid: host first, innermost last
+    uid_t uid = 0;
+};
+std::optional<Status> read_status(pid_t pid);
+std::optional<Status> read_task_status(pid_t pid, pid_t tid);
+
+std::string comm(pid_t pid);
+std::string thread_comm(pid_t pid, pid_t tid);
+std::string cmdline(pid_t pid);  // argv joined by spaces
+std::string exe(pid_t pid);      // readlink /proc/PID/exe ("" if unreadable)
+bool exists(pid_t pid);
+std::vector<pid_t> all_pids();
+// How a mapped file of pid can be opened from here: /proc/PID/map_files/<range>, or
+// /proc/PID/root/<path>, whichever works.
+std::string openable_path(pid_t pid, const Mapping& m);
+
+}  // namespace pbp::procfs

@@ -1,0 +1,111 @@
+#include "symbolizer.h"
+
+#include <cstring>
+
+#include "cpython/linetable.h"
+#include "cpython/objects.h"
+
+namespace pbp {
+
+void Symbolizer::add_process(pid_t pid, const cpython::Layout& layout) {
+    Proc p;
+    p.layout = layout;
+    p.mem = std::make_unique<ProcessMemory>(pid);
+    procs_[pid] = std::move(p);
+}
+
+void Symbolizer::remove_process(pid_t pid) { procs_.erase(pid); }
+
+size_t Symbolizer::cached_code_objects() const {
+    size_t n = 0;
+    for (auto& [_, p] : procs_) n += p.code.size();
+    return n;
+}
+
+uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, size_t len) {
+    uint32_t acc = 0;
+    for (int i = 0; i < 4; i++) {
+        uint8_t sz = off.csum_size[i];
+        uint16_t o = off.csum_off[i];
+        if ((sz != 4 && sz != 8) || o + sz > len) continue;
+        uint64_t v = 0;
+        memcpy(&v, w + o, sz);
+        acc = pbp_csum_step(acc, v);
+    }
+    return acc;
+}
+
+const Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
+    auto it = p.code.find(addr);
+    if (it != p.code.end() && it->second.csum == csum) return &it->second;
+
+    const auto& off = p.layout.bpf;
+    const auto& obj = p.layout.obj;
+    uint8_t win[PBP_WINDOW];
+    size_t len = off.code_read_len;
+    if (len == 0 || len > sizeof win || !p.mem->read(addr, win, len)) {
+        problem = "code object unreadable (process exited before symbolization)";
+        return nullptr;
+    }
+    if (code_checksum(off, win, len) != csum) {
+        problem = "code object freed before symbolization";
+        return nullptr;
+    }
+    auto ptr = [&](uint16_t o) -> uint64_t {
+        uint64_t v = 0;
+        if (o != PBP_OFF_NONE) p.mem->read(addr + o, &v, sizeof v);
+        return v;
+    };
+    CodeInfo ci;
+    ci.csum = csum;
+    uint64_t qn = ptr(obj.co_qualname);
+    uint64_t nm = ptr(obj.co_name);
+    std::optional<std::string> name;
+    if (qn) name = cpython::read_unicode(*p.mem, obj, qn);
+    if (!name && nm) name = cpython::read_unicode(*p.mem, obj, nm);
+    if (!name) {
+        problem = "code object name unreadable";
+        return nullptr;
+    }
+    ci.name = *name;
+    ci.file = cpython::read_unicode(*p.mem, obj, ptr(obj.co_filename)).value_or("<unknown>");
+    int32_t fl = 0;
+    if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
+    ci.firstlineno = fl;
+    ci.linetable = cpython::read_bytes(*p.mem, obj, ptr(obj.co_linetable)).value_or("");
+    auto [ins, _] = p.code.insert_or_assign(addr, std::move(ci));
+    return &ins->second;
+}
+
+std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::map<std::string, uint64_t>& problems) {
+    std::vector<Frame> out;
+    auto pit = procs_.find(pid);
+    uint32_t depth = std::min<uint32_t>(st.depth, PBP_MAX_DEPTH);
+    out.reserve(depth);
+    for (uint32_t i = depth; i-- > 0;) {
+        const pbp_frame& f = st.frames[i];
+        Frame fr;
+        std::string problem;
+        const CodeInfo* ci = pit == procs_.end() ? nullptr : code_info(pit->second, f.code, f.csum, problem);
+        if (pit == procs_.end()) problem = "process no longer tracked";
+        if (!ci) {
+            fr.name = "[unknown: " + problem + "]";
+            fr.synthetic = true;
+            problems[problem]++;
+        } else {
+            fr.name = ci->name;
+            fr.file = ci->file;
+            auto& cache = const_cast<CodeInfo*>(ci)->lines;
+            auto li = cache.find(f.instr);
+            if (li == cache.end())
+                li = cache.emplace(f.instr, cpython::line_for_instr(pit->second.layout.line_format, ci->linetable,
+                                                                    ci->firstlineno, f.instr))
+                         .first;
+            fr.line = li->second;
+        }
+        out.push_back(std::move(fr));
+    }
+    return out;
+}
+
+}  // namespace pbp

@@ -1,0 +1,54 @@
+// symbolize: BPF stacks of (code address, instruction offset, checksum) -> Frames.
+// Reads code objects from the live target with process_vm_readv. The cache is keyed by
+// address and checked against the checksum BPF computed at sample time, so a code object
+// freed and replaced at the same address is never mislabelled.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cpython/layout.h"
+#include "profile.h"
+#include "pybpfprof/abi.h"
+#include "target_memory.h"
+
+namespace pbp {
+
+class Symbolizer {
+public:
+    void add_process(pid_t pid, const cpython::Layout& layout);
+    void remove_process(pid_t pid);
+
+    // Frames of one BPF stack, ROOT FIRST (BPF records leaf first). Frames that cannot be
+    // resolved become synthetic frames; each such problem is counted in 'problems'.
+    std::vector<Frame> symbolize(pid_t pid, const pbp_stack& stack, std::map<std::string, uint64_t>& problems);
+
+    // Checksum of a code object as BPF computes it, from a window read at its address.
+    static uint32_t code_checksum(const pbp_py_offsets& off, const uint8_t* window, size_t len);
+
+    size_t cached_code_objects() const;
+
+private:
+    struct CodeInfo {
+        uint32_t csum = 0;
+        std::string name, file, linetable;
+        int firstlineno = 0;
+        std::unordered_map<uint32_t, int> lines;  // instr -> line
+    };
+    struct Proc {
+        cpython::Layout layout;
+        std::unique_ptr<ProcessMemory> mem;
+        std::unordered_map<uint64_t, CodeInfo> code;  // by address
+    };
+    const CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
+
+    std::unordered_map<pid_t, Proc> procs_;
+};
+
+}  // namespace pbp
