@@ -2,6 +2,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct Interpreter {
     std::vector<std::string> argv;  // how to start it (may include chroot)
     std::string version;            // "3.12"
 };
+// gtest prints parameters with this (instead of a byte dump).
+inline void PrintTo(const Interpreter& i, std::ostream* os) { *os << i.name; }
+
 // The host's Debian /usr/bin/python3.11 (static).
 Interpreter host_python();
 // pyenv builds under /root/.pyenv/versions matching a minor version ("3.12"), if present.

@@ -1,0 +1,795 @@
+// CPython layouts: the built-in tables (3.6 .. 3.12) and the _Py_DebugOffsets decoder
+// (3.13+), checked against every interpreter on the machine by running
+// tests/tools/check_layout.py inside it.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+#include <span>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "cpython/layout.h"
+#include "target_memory.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using namespace pbp::cpython;
+using pbp::test::Interpreter;
+
+namespace {
+
+const char* const kSidRoot = "/var/cache/pybpfprof/chroots/sid";
+
+// Every interpreter to check: host 3.11, the pyenv builds, and 3.14/3.15 in the sid chroot.
+std::vector<Interpreter> all_interpreters() {
+    std::vector<Interpreter> v{pbp::test::host_python()};
+    for (auto& i : pbp::test::pyenv_pythons()) v.push_back(i);
+    for (const char* minor : {"3.14", "3.15"}) {
+        std::error_code ec;
+        if (fs::exists(std::string(kSidRoot) + "/usr/bin/python" + minor, ec))
+            v.push_back({std::string("sid-") + minor, {"chroot", kSidRoot, std::string("python") + minor},
+                         minor});
+    }
+    return v;
+}
+
+std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
+    std::string s = info.param.name;
+    for (auto& c : s)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+// A child process that keeps running until destroyed; its first stdout line is captured.
+class Spawned {
+public:
+    explicit Spawned(const std::vector<std::string>& argv) {
+        int out[2];
+        if (pipe2(out, O_CLOEXEC)) return;
+        pid_ = fork();
+        if (pid_ == 0) {
+            int devnull = open("/dev/null", O_RDONLY);
+            dup2(devnull, 0);
+            dup2(out[1], 1);
+            std::vector<char*> a;
+            for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+            a.push_back(nullptr);
+            execvp(a[0], a.data());
+            _exit(127);
+        }
+        close(out[1]);
+        fd_ = out[0];
+    }
+    ~Spawned() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        if (fd_ >= 0) close(fd_);
+    }
+    pid_t pid() const { return pid_; }
+    // Reads until 'lines' newline-terminated lines arrived (or timeout / EOF).
+    std::string read_lines(int lines, int timeout_ms = 30000) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (std::count(buf_.begin(), buf_.end(), '\n') < lines) {
+            int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now())
+                                          .count());
+            if (ms <= 0 || fd_ < 0) break;
+            struct pollfd p{fd_, POLLIN, 0};
+            if (poll(&p, 1, ms) <= 0) break;
+            char b[4096];
+            ssize_t n = ::read(fd_, b, sizeof b);
+            if (n <= 0) break;
+            buf_.append(b, n);
+        }
+        return buf_;
+    }
+
+private:
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    std::string buf_;
+};
+
+std::vector<std::string> with_args(std::vector<std::string> argv, std::initializer_list<std::string> more) {
+    argv.insert(argv.end(), more);
+    return argv;
+}
+
+struct LiveInfo {
+    uint32_t hexversion = 0;
+    bool free_threaded = false;
+};
+
+std::optional<LiveInfo> live_info(const Interpreter& in) {
+    auto r = pbp::test::run(with_args(
+        in.argv, {"-c", "import sys, sysconfig; print(sys.hexversion, "
+                        "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))"}));
+    if (r.status != 0) return std::nullopt;
+    std::istringstream is(r.out);
+    LiveInfo li;
+    int ft = 0;
+    if (!(is >> li.hexversion >> ft)) return std::nullopt;
+    li.free_threaded = ft != 0;
+    return li;
+}
+
+// 3.13+: start the interpreter, read _Py_DebugOffsets out of it with ProcessMemory.
+std::optional<Layout> live_debug_offsets_layout(const Interpreter& in, std::string& error,
+                                                std::string& warning) {
+    Spawned p(with_args(in.argv,
+                        {"-c", "import ctypes, sys, time\n"
+                               "print(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "
+                               "'_PyRuntime')))\nsys.stdout.flush()\ntime.sleep(600)\n"}));
+    std::string out = p.read_lines(1);
+    uint64_t runtime = std::strtoull(out.c_str(), nullptr, 10);
+    if (!runtime) {
+        error = "no _PyRuntime address from " + in.name + ": '" + out + "'";
+        return std::nullopt;
+    }
+    std::vector<uint8_t> raw(kDebugOffsetsReadSize);
+    pbp::ProcessMemory mem(p.pid());
+    if (!mem.read(runtime, raw.data(), raw.size())) {
+        error = "cannot read _PyRuntime of pid " + std::to_string(p.pid());
+        return std::nullopt;
+    }
+    return layout_from_debug_offsets(raw, error, warning);
+}
+
+const char* line_format_name(LineTableFormat f) {
+    switch (f) {
+    case LineTableFormat::Lnotab: return "Lnotab";
+    case LineTableFormat::Linetable310: return "Linetable310";
+    case LineTableFormat::Locations311: return "Locations311";
+    }
+    return "?";
+}
+
+std::string layout_json(const Layout& l) {
+    const pbp_py_offsets& o = l.bpf;
+    const ObjectLayout& b = l.obj;
+    std::ostringstream s;
+    s << "{\"version\":\"" << l.version.str() << "\",\"free_threaded\":" << (l.free_threaded ? 1 : 0)
+      << ",\"line_format\":\"" << line_format_name(l.line_format) << "\",\"runtime_interp_head\":";
+    if (l.runtime_interp_head)
+        s << *l.runtime_interp_head;
+    else
+        s << "null";
+    s << ",\"bpf\":{"
+      << "\"py_version_hex\":" << o.py_version_hex << ",\"frame_kind\":" << int(o.frame_kind)
+      << ",\"instr_kind\":" << int(o.instr_kind) << ",\"free_threaded\":" << int(o.free_threaded)
+      << ",\"executable_tag_mask\":" << int(o.executable_tag_mask)
+      << ",\"interp_next\":" << o.interp_next << ",\"interp_threads_head\":" << o.interp_threads_head
+      << ",\"tstate_next\":" << o.tstate_next << ",\"tstate_thread_id\":" << o.tstate_thread_id
+      << ",\"tstate_frame\":" << o.tstate_frame << ",\"cframe_current_frame\":" << o.cframe_current_frame
+      << ",\"frame_previous\":" << o.frame_previous << ",\"frame_code\":" << o.frame_code
+      << ",\"frame_instr\":" << o.frame_instr << ",\"frame_owner\":" << o.frame_owner
+      << ",\"frame_tlbc_index\":" << o.frame_tlbc_index << ",\"frame_read_len\":" << o.frame_read_len
+      << ",\"code_ob_type\":" << o.code_ob_type << ",\"code_adaptive\":" << o.code_adaptive
+      << ",\"code_tlbc\":" << o.code_tlbc << ",\"code_read_len\":" << o.code_read_len
+      << ",\"csum_off\":[" << o.csum_off[0] << "," << o.csum_off[1] << "," << o.csum_off[2] << ","
+      << o.csum_off[3] << "],\"csum_size\":[" << int(o.csum_size[0]) << "," << int(o.csum_size[1])
+      << "," << int(o.csum_size[2]) << "," << int(o.csum_size[3])
+      << "],\"skip_owner_mask\":" << o.skip_owner_mask << "},\"obj\":{"
+      << "\"co_filename\":" << b.co_filename << ",\"co_name\":" << b.co_name
+      << ",\"co_qualname\":" << b.co_qualname << ",\"co_firstlineno\":" << b.co_firstlineno
+      << ",\"co_linetable\":" << b.co_linetable << ",\"bytes_size\":" << b.bytes_size
+      << ",\"bytes_sval\":" << b.bytes_sval << ",\"unicode_length\":" << b.unicode_length
+      << ",\"unicode_state\":" << b.unicode_state << ",\"unicode_ascii_size\":" << b.unicode_ascii_size
+      << ",\"unicode_compact_size\":" << b.unicode_compact_size
+      << ",\"state_kind_shift\":" << int(b.state_kind_shift)
+      << ",\"state_compact_bit\":" << int(b.state_compact_bit)
+      << ",\"state_ascii_bit\":" << int(b.state_ascii_bit) << "}}";
+    return s.str();
+}
+
+// Runs tests/tools/check_layout.py inside the interpreter (passed with -c, so it also works
+// in the chroot).
+void expect_live_check(const Interpreter& in, const Layout& l) {
+    std::string script = pbp::test::read_file(pbp::test::source_dir() + "/tests/tools/check_layout.py");
+    ASSERT_FALSE(script.empty());
+    std::string json = layout_json(l);
+    auto r = pbp::test::run(with_args(in.argv, {"-c", script, json}), 120);
+    EXPECT_EQ(r.status, 0) << in.name << " (" << l.source << ")\n"
+                           << r.out << r.err << "\nlayout: " << json;
+    EXPECT_NE(r.out.find("failures: 0"), std::string::npos) << r.out << r.err;
+    std::cout << "  " << in.name << " [" << l.source << "]\n" << r.out;
+    if (std::getenv("PBP_VERBOSE")) std::cout << "  layout: " << json << "\n";
+}
+
+// ---- live: every interpreter --------------------------------------------------------------
+
+class LayoutLive : public testing::TestWithParam<Interpreter> {};
+
+TEST_P(LayoutLive, MatchesInterpreter) {
+    const Interpreter& in = GetParam();
+    auto li = live_info(in);
+    PBP_REQUIRE(li.has_value(), in.name + " does not start");
+    Version v = Version::from_hex(li->hexversion);
+    ASSERT_EQ(v.str().rfind(in.version, 0), 0u) << v.str() << " vs " << in.version;
+
+    if (!v.at_least(3, 13)) {
+        auto l = builtin_layout(v, li->free_threaded);
+        ASSERT_TRUE(l.has_value()) << "no built-in table for " << v.str();
+        EXPECT_EQ(l->version.hex(), li->hexversion);
+        EXPECT_EQ(l->source, "table 3." + std::to_string(v.minor));
+        expect_live_check(in, *l);
+    } else {
+        EXPECT_FALSE(builtin_layout(v, li->free_threaded).has_value())
+            << "3.13+ must come from _Py_DebugOffsets";
+        std::string err, warn;
+        auto l = live_debug_offsets_layout(in, err, warn);
+        ASSERT_TRUE(l.has_value()) << in.name << ": " << err;
+        EXPECT_EQ(warn, "") << "no warning expected for a tested version";
+        EXPECT_EQ(l->bpf.py_version_hex, li->hexversion);
+        EXPECT_EQ(l->free_threaded, li->free_threaded);
+        EXPECT_EQ(l->bpf.frame_kind, PBP_FRAME_INTERP);
+        EXPECT_EQ(l->bpf.instr_kind, PBP_INSTR_PTR);
+        EXPECT_EQ(l->bpf.executable_tag_mask, v.at_least(3, 14) ? 3 : 0);
+        EXPECT_EQ(l->bpf.skip_owner_mask, v.at_least(3, 14) ? 0x18u : 0x8u);
+        expect_live_check(in, *l);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, LayoutLive, testing::ValuesIn(all_interpreters()), param_name);
+
+// Under CI every interpreter the design relies on must be there.
+TEST(LayoutLiveCoverage, AllVersionsPresent) {
+    std::set<std::string> have;
+    for (auto& in : all_interpreters()) have.insert(in.version);
+    for (const char* want : {"3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"})
+        PBP_REQUIRE(have.count(want), std::string("no CPython ") + want + " interpreter to check against");
+}
+
+// ---- built-in tables ----------------------------------------------------------------------
+
+TEST(LayoutVersion, HexRoundTrip) {
+    Version v = Version::from_hex(0x030B07F0);
+    EXPECT_EQ(v.major, 3);
+    EXPECT_EQ(v.minor, 11);
+    EXPECT_EQ(v.micro, 7);
+    EXPECT_EQ(v.level, 0xF);
+    EXPECT_EQ(v.serial, 0);
+    EXPECT_EQ(v.hex(), 0x030B07F0u);
+    EXPECT_EQ(v.str(), "3.11.7");
+    EXPECT_EQ(Version::from_hex(0x030E00C2).str(), "3.14.0rc2");
+    EXPECT_EQ(Version::from_hex(0x030E00A1).str(), "3.14.0a1");
+    EXPECT_EQ(Version::from_hex(0x030D00B3).str(), "3.13.0b3");
+    EXPECT_EQ(Version::from_hex(0x030D00B3).hex(), 0x030D00B3u);
+    EXPECT_TRUE(v.at_least(3, 11));
+    EXPECT_FALSE(v.at_least(3, 12));
+    EXPECT_TRUE(v.known());
+    EXPECT_FALSE(Version{}.known());
+}
+
+TEST(LayoutBuiltin, CoversExactly36To312) {
+    for (int minor = 0; minor < 20; minor++) {
+        Version v = Version::from_hex(0x03000000u | (minor << 16) | 0xF0);
+        auto l = builtin_layout(v, false);
+        EXPECT_EQ(l.has_value(), minor >= 6 && minor <= 12) << v.str();
+        EXPECT_FALSE(builtin_layout(v, true).has_value()) << v.str();
+    }
+    EXPECT_FALSE(builtin_layout(Version::from_hex(0x020712F0), false).has_value());
+}
+
+TEST(LayoutBuiltin, PerVersionEssentials) {
+    struct Want {
+        uint32_t hex;
+        pbp_frame_kind fk;
+        pbp_instr_kind ik;
+        LineTableFormat lf;
+        bool has_runtime;
+        uint32_t skip;
+    } wants[] = {
+        {0x030600F0, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, LineTableFormat::Lnotab, false, 0},
+        {0x030700F0, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, LineTableFormat::Lnotab, true, 0},
+        {0x030900F0, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, LineTableFormat::Lnotab, true, 0},
+        {0x030A00F0, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_UNITS, LineTableFormat::Linetable310, true, 0},
+        {0x030B00F0, PBP_FRAME_INTERP_CFRAME, PBP_INSTR_PTR, LineTableFormat::Locations311, true, 0},
+        {0x030C00F0, PBP_FRAME_INTERP_CFRAME, PBP_INSTR_PTR, LineTableFormat::Locations311, true, 8},
+    };
+    for (auto& w : wants) {
+        auto l = builtin_layout(Version::from_hex(w.hex), false);
+        ASSERT_TRUE(l) << std::hex << w.hex;
+        const auto& o = l->bpf;
+        SCOPED_TRACE(l->source);
+        EXPECT_EQ(o.py_version_hex, w.hex);
+        EXPECT_EQ(o.frame_kind, w.fk);
+        EXPECT_EQ(o.instr_kind, w.ik);
+        EXPECT_EQ(l->line_format, w.lf);
+        EXPECT_EQ(l->runtime_interp_head.has_value(), w.has_runtime);
+        EXPECT_EQ(o.skip_owner_mask, w.skip);
+        EXPECT_EQ(o.executable_tag_mask, 0);
+        EXPECT_EQ(o.free_threaded, 0);
+        EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);
+        EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
+        EXPECT_EQ(o.cframe_current_frame != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
+        EXPECT_EQ(o.frame_owner != PBP_OFF_NONE, w.fk != PBP_FRAME_OBJECT);
+        EXPECT_EQ(o.code_adaptive != PBP_OFF_NONE, w.ik == PBP_INSTR_PTR);
+        EXPECT_EQ(l->obj.co_qualname != PBP_OFF_NONE, w.hex >= 0x030B0000);
+        // checksum: name, filename, firstlineno, then co_version (4, 3.12) or line table (8)
+        EXPECT_EQ(o.csum_off[0], l->obj.co_name);
+        EXPECT_EQ(o.csum_off[1], l->obj.co_filename);
+        EXPECT_EQ(o.csum_off[2], l->obj.co_firstlineno);
+        EXPECT_EQ(o.csum_size[2], 4);
+        if (w.hex >= 0x030C0000) {
+            EXPECT_EQ(o.csum_size[3], 4);
+        } else {
+            EXPECT_EQ(o.csum_off[3], l->obj.co_linetable);
+            EXPECT_EQ(o.csum_size[3], 8);
+        }
+        // finalized
+        EXPECT_GT(o.frame_read_len, 0);
+        EXPECT_EQ(o.frame_read_len % 8, 0);
+        EXPECT_LE(o.frame_read_len, PBP_WINDOW);
+        EXPECT_GE(o.frame_read_len, o.frame_previous + 8);
+        EXPECT_GE(o.frame_read_len, o.frame_code + 8);
+        EXPECT_GT(o.code_read_len, o.code_ob_type);
+        EXPECT_LE(o.code_read_len, PBP_WINDOW);
+        pbp_py_offsets copy = o;
+        std::string err;
+        EXPECT_TRUE(finalize_bpf_offsets(copy, err)) << err;
+        EXPECT_EQ(std::memcmp(&copy, &o, sizeof o), 0) << "finalize must be idempotent";
+    }
+}
+
+TEST(LayoutBuiltin, ReadLengthsAreExact) {
+    // 3.6: f_lasti (int) @120 -> 124 -> 128; co_lnotab @112 -> 120
+    auto l36 = builtin_layout(Version::from_hex(0x03060FF0), false);
+    ASSERT_TRUE(l36);
+    EXPECT_EQ(l36->bpf.frame_read_len, 128);
+    EXPECT_EQ(l36->bpf.code_read_len, 120);
+    // 3.11: owner (char) @69 -> 70 -> 72; co_linetable @136 -> 144
+    auto l311 = builtin_layout(Version::from_hex(0x030B07F0), false);
+    ASSERT_TRUE(l311);
+    EXPECT_EQ(l311->bpf.frame_read_len, 72);
+    EXPECT_EQ(l311->bpf.code_read_len, 144);
+    // 3.12: owner @70 -> 72; co_name @120 -> 128
+    auto l312 = builtin_layout(Version::from_hex(0x030C01F0), false);
+    ASSERT_TRUE(l312);
+    EXPECT_EQ(l312->bpf.frame_read_len, 72);
+    EXPECT_EQ(l312->bpf.code_read_len, 128);
+}
+
+// ---- finalize_bpf_offsets -----------------------------------------------------------------
+
+pbp_py_offsets base_offsets() {
+    auto l = builtin_layout(Version::from_hex(0x030C01F0), false);
+    return l->bpf;
+}
+
+TEST(LayoutFinalize, RejectsOutOfWindowAndMisaligned) {
+    std::string err;
+    {
+        auto o = base_offsets();
+        o.frame_previous = 256;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        EXPECT_NE(err.find("frame_previous"), std::string::npos) << err;
+    }
+    {
+        auto o = base_offsets();
+        o.frame_code = 252;  // 8-byte field needs 8 alignment
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        EXPECT_NE(err.find("aligned"), std::string::npos) << err;
+    }
+    {
+        auto o = base_offsets();
+        o.frame_previous = 248;  // last u64 slot of the window: fine
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+        EXPECT_EQ(o.frame_read_len, PBP_WINDOW);
+    }
+    {
+        auto o = base_offsets();
+        o.csum_off[2] = 70;  // u32 needs 4 alignment
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.csum_off[3] = 254;  // u32 beyond the window
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.csum_size[1] = 2;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.frame_owner = 255;  // u8 at the last byte: allowed
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+        EXPECT_EQ(o.frame_read_len, 256);
+        o.frame_owner = 256;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.frame_tlbc_index = 72;  // without code_tlbc
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.code_tlbc = 226;  // misaligned u64
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.code_tlbc = 224;
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+        EXPECT_EQ(o.frame_read_len, 80);
+        EXPECT_EQ(o.code_read_len, 232);
+    }
+    {
+        auto o = base_offsets();
+        o.code_ob_type = 260;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.tstate_frame = PBP_OFF_NONE;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.cframe_current_frame = PBP_OFF_NONE;  // required for PBP_FRAME_INTERP_CFRAME
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.frame_kind = 9;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.instr_kind = PBP_INSTR_LASTI_BYTES;  // f_lasti is a 4-byte field then
+        o.frame_instr = 100;
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+        o.frame_instr = 102;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        for (auto& s : o.csum_size) s = 0;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+}
+
+// ---- _Py_DebugOffsets, synthetic ------------------------------------------------------------
+//
+// The struct shapes, transcribed independently of debug_offsets.cpp from
+// 3.13 Include/internal/pycore_runtime.h and 3.14/3.15 Include/internal/pycore_debug_offsets.h.
+// Sections are listed with their uint64_t fields in order.
+
+struct Section {
+    const char* name;
+    std::vector<const char*> fields;
+};
+
+std::vector<Section> shape(int minor) {
+    std::vector<Section> s;
+    s.push_back({"runtime_state", {"size", "finalizing", "interpreters_head"}});
+    if (minor == 13)
+        s.push_back({"interpreter_state",
+                     {"size", "id", "next", "threads_head", "gc", "imports_modules", "sysdict", "builtins",
+                      "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled",
+                      "gil_runtime_state_locked", "gil_runtime_state_holder"}});
+    else
+        s.push_back({"interpreter_state",
+                     {"size", "id", "next", "threads_head", "threads_main", "gc", "imports_modules",
+                      "sysdict", "builtins", "ceval_gil", "gil_runtime_state", "gil_runtime_state_enabled",
+                      "gil_runtime_state_locked", "gil_runtime_state_holder", "code_object_generation",
+                      "tlbc_generation"}});
+    if (minor <= 14)
+        s.push_back({"thread_state",
+                     {"size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id",
+                      "datastack_chunk", "status"}});
+    else {
+        s.push_back({"thread_state",
+                     {"size", "prev", "next", "interp", "current_frame", "base_frame", "last_profiled_frame",
+                      "last_profiled_frame_seq", "thread_id", "native_thread_id", "datastack_chunk", "status",
+                      "holds_gil", "gil_requested", "current_exception", "exc_state"}});
+        s.push_back({"err_stackitem", {"exc_value"}});
+    }
+    if (minor == 13)
+        s.push_back({"interpreter_frame", {"size", "previous", "executable", "instr_ptr", "localsplus", "owner"}});
+    else
+        s.push_back({"interpreter_frame",
+                     {"size", "previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer",
+                      "tlbc_index"}});
+    std::vector<const char*> code = {"size", "filename", "name", "qualname", "linetable", "firstlineno",
+                                     "argcount", "localsplusnames", "localspluskinds", "co_code_adaptive"};
+    if (minor >= 14) code.push_back("co_tlbc");
+    s.push_back({"code_object", code});
+    s.push_back({"pyobject", {"size", "ob_type"}});
+    if (minor <= 14)
+        s.push_back({"type_object", {"size", "tp_name", "tp_repr", "tp_flags"}});
+    else {
+        s.push_back({"type_object", {"size", "tp_name", "tp_repr", "tp_flags", "tp_basicsize", "tp_dictoffset"}});
+        s.push_back({"heap_type_object", {"size", "ht_cached_keys"}});
+    }
+    s.push_back({"tuple_object", {"size", "ob_item", "ob_size"}});
+    s.push_back({"list_object", {"size", "ob_item", "ob_size"}});
+    if (minor >= 14) s.push_back({"set_object", {"size", "used", "table", "mask"}});
+    s.push_back({"dict_object", {"size", "ma_keys", "ma_values"}});
+    s.push_back({"float_object", {"size", "ob_fval"}});
+    s.push_back({"long_object", {"size", "lv_tag", "ob_digit"}});
+    s.push_back({"bytes_object", {"size", "ob_size", "ob_sval"}});
+    if (minor <= 14)
+        s.push_back({"unicode_object", {"size", "state", "length", "asciiobject_size"}});
+    else
+        s.push_back({"unicode_object", {"size", "state", "length", "asciiobject_size", "compactunicodeobject_size"}});
+    if (minor <= 14)
+        s.push_back({"gc", {"size", "collecting"}});
+    else
+        s.push_back({"gc", {"size", "collecting", "frame", "generation_stats_size", "generation_stats"}});
+    if (minor >= 14) {
+        s.push_back({"gen_object", {"size", "gi_name", "gi_iframe", "gi_frame_state"}});
+        s.push_back({"llist_node", {"next", "prev"}});
+        s.push_back({"debugger_support",
+                     {"eval_breaker", "remote_debugger_support", "remote_debugging_enabled",
+                      "debugger_pending_call", "debugger_script_path", "debugger_script_path_size"}});
+    }
+    return s;
+}
+
+// Synthetic _Py_DebugOffsets bytes: values from 'vals' ("section.field"), every other
+// field a poison value that would fail the plausibility checks if decoded by mistake.
+struct Synth {
+    std::vector<uint8_t> bytes;
+    size_t struct_size = 0;
+};
+
+Synth synth(int minor, uint32_t hexversion, bool ft, const std::map<std::string, uint64_t>& vals,
+            const char* cookie = "xdebugpy") {
+    Synth r;
+    r.bytes.assign(kDebugOffsetsReadSize, 0xEE);
+    std::memcpy(r.bytes.data(), cookie, 8);
+    uint64_t v = hexversion, f = ft;
+    std::memcpy(r.bytes.data() + 8, &v, 8);
+    std::memcpy(r.bytes.data() + 16, &f, 8);
+    size_t pos = 24;
+    std::set<std::string> used;
+    for (auto& sec : shape(minor)) {
+        for (auto* field : sec.fields) {
+            std::string key = std::string(sec.name) + "." + field;
+            auto it = vals.find(key);
+            uint64_t x = it != vals.end() ? it->second : 0xDEAD0000DEADull;
+            if (it != vals.end()) used.insert(key);
+            std::memcpy(r.bytes.data() + pos, &x, 8);
+            pos += 8;
+        }
+    }
+    for (auto& [k, _] : vals) EXPECT_TRUE(used.count(k)) << "unknown field " << k;
+    r.struct_size = pos;
+    return r;
+}
+
+// Real values of a default build (from gen_layout_offsets.sh on the headers), plus the
+// free-threaded ones for 3.14 (the same headers with Py_GIL_DISABLED).
+std::map<std::string, uint64_t> plausible(int minor, bool ft) {
+    std::map<std::string, uint64_t> m = {
+        {"runtime_state.size", 200000},
+        {"runtime_state.interpreters_head", minor == 13 ? 632 : minor == 14 ? 808 : 936},
+        {"interpreter_state.size", 100000},
+        {"interpreter_state.next", minor == 14 ? 7272 : 7264},
+        {"interpreter_state.threads_head", minor == 13 ? 7344 : minor == 14 ? 7344 : 7336},
+        {"thread_state.size", 400},
+        {"thread_state.next", 8},
+        {"thread_state.current_frame", 72},
+        {"thread_state.thread_id", minor == 15 ? 176 : 152},
+        {"interpreter_frame.size", 80},
+        {"interpreter_frame.previous", 8},
+        {"interpreter_frame.executable", 0},
+        {"interpreter_frame.instr_ptr", 56},
+        {"interpreter_frame.owner", minor == 13 ? 70 : ft ? 78 : 74},
+        {"code_object.size", 240},
+        {"code_object.filename", ft ? 128 : 112},
+        {"code_object.name", ft ? 136 : 120},
+        {"code_object.qualname", ft ? 144 : 128},
+        {"code_object.linetable", ft ? 152 : 136},
+        {"code_object.firstlineno", ft ? 84 : 68},
+        {"code_object.co_code_adaptive", minor == 13 ? (ft ? 216 : 200) : (ft ? 232 : 208)},
+        {"pyobject.size", ft ? 32 : 16},
+        {"pyobject.ob_type", ft ? 24 : 8},
+        {"bytes_object.size", ft ? 56 : 40},
+        {"bytes_object.ob_size", ft ? 32 : 16},
+        {"bytes_object.ob_sval", ft ? 48 : 32},
+        {"unicode_object.size", ft ? 80 : 64},
+        {"unicode_object.state", ft ? 48 : 32},
+        {"unicode_object.length", ft ? 32 : 16},
+        {"unicode_object.asciiobject_size", ft ? 56 : 40},
+    };
+    if (minor >= 14) {
+        m["interpreter_frame.tlbc_index"] = ft ? 72 : 0;
+        m["code_object.co_tlbc"] = ft ? 224 : 0;
+    }
+    if (minor >= 15) m["unicode_object.compactunicodeobject_size"] = ft ? 72 : 56;
+    return m;
+}
+
+TEST(LayoutDebugOffsets, Decodes313) {
+    auto s = synth(13, 0x030D00F0, false, plausible(13, false));
+    EXPECT_EQ(s.struct_size, 584u);  // sizeof(_Py_DebugOffsets) in 3.13.0
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    EXPECT_EQ(warn, "");
+    EXPECT_EQ(l->version.str(), "3.13.0");
+    EXPECT_FALSE(l->free_threaded);
+    EXPECT_EQ(l->runtime_interp_head, 632u);
+    const auto& o = l->bpf;
+    EXPECT_EQ(o.frame_kind, PBP_FRAME_INTERP);
+    EXPECT_EQ(o.instr_kind, PBP_INSTR_PTR);
+    EXPECT_EQ(o.interp_next, 7264);
+    EXPECT_EQ(o.interp_threads_head, 7344);
+    EXPECT_EQ(o.tstate_next, 8);
+    EXPECT_EQ(o.tstate_thread_id, 152);
+    EXPECT_EQ(o.tstate_frame, 72);
+    EXPECT_EQ(o.cframe_current_frame, PBP_OFF_NONE);
+    EXPECT_EQ(o.frame_previous, 8);
+    EXPECT_EQ(o.frame_code, 0);
+    EXPECT_EQ(o.frame_instr, 56);
+    EXPECT_EQ(o.frame_owner, 70);
+    EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);
+    EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
+    EXPECT_EQ(o.code_ob_type, 8);
+    EXPECT_EQ(o.code_adaptive, 200);
+    EXPECT_EQ(o.executable_tag_mask, 0);
+    EXPECT_EQ(o.skip_owner_mask, 1u << 3);
+    EXPECT_EQ(o.csum_off[0], 120);
+    EXPECT_EQ(o.csum_off[1], 112);
+    EXPECT_EQ(o.csum_off[2], 68);
+    EXPECT_EQ(o.csum_off[3], 92);  // co_version
+    EXPECT_EQ(o.csum_size[3], 4);
+    EXPECT_EQ(o.frame_read_len, 72);
+    EXPECT_EQ(o.code_read_len, 128);
+    EXPECT_EQ(l->obj.co_qualname, 128);
+    EXPECT_EQ(l->obj.co_linetable, 136);
+    EXPECT_EQ(l->obj.unicode_ascii_size, 40);
+    EXPECT_EQ(l->obj.unicode_compact_size, 56);
+    EXPECT_EQ(l->obj.state_kind_shift, 2);
+    EXPECT_EQ(l->line_format, LineTableFormat::Locations311);
+}
+
+TEST(LayoutDebugOffsets, Decodes313FreeThreaded) {
+    auto s = synth(13, 0x030D01F0, true, plausible(13, true));
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    EXPECT_TRUE(l->free_threaded);
+    EXPECT_EQ(l->bpf.free_threaded, 1);
+    EXPECT_EQ(l->bpf.code_ob_type, 24);
+    EXPECT_EQ(l->bpf.executable_tag_mask, 0);
+    EXPECT_EQ(l->bpf.frame_tlbc_index, PBP_OFF_NONE);  // thread-local bytecode is 3.14+
+    EXPECT_EQ(l->bpf.csum_off[3], 108);                // co_version = co_firstlineno + 24
+    // 3.13 kept 'unsigned int interned:2' in free-threaded builds
+    EXPECT_EQ(l->obj.state_kind_shift, 2);
+    EXPECT_EQ(l->obj.state_compact_bit, 5);
+    EXPECT_EQ(l->obj.state_ascii_bit, 6);
+    EXPECT_EQ(l->obj.unicode_compact_size, 72);
+}
+
+TEST(LayoutDebugOffsets, Decodes314) {
+    auto s = synth(14, 0x030E0AF0, false, plausible(14, false));
+    EXPECT_EQ(s.struct_size, 760u);
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    EXPECT_EQ(warn, "");
+    const auto& o = l->bpf;
+    EXPECT_EQ(o.interp_next, 7272);
+    EXPECT_EQ(o.tstate_thread_id, 152);
+    EXPECT_EQ(o.frame_owner, 74);
+    EXPECT_EQ(o.code_adaptive, 208);
+    EXPECT_EQ(o.executable_tag_mask, 3);
+    EXPECT_EQ(o.skip_owner_mask, (1u << 3) | (1u << 4));
+    EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);  // 0 in default builds
+    EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
+    EXPECT_EQ(l->runtime_interp_head, 808u);
+    EXPECT_EQ(o.frame_read_len, 80);
+}
+
+TEST(LayoutDebugOffsets, Decodes314FreeThreaded) {
+    auto s = synth(14, 0x030E0AF0, true, plausible(14, true));
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    const auto& o = l->bpf;
+    EXPECT_EQ(o.free_threaded, 1);
+    EXPECT_EQ(o.frame_tlbc_index, 72);
+    EXPECT_EQ(o.code_tlbc, 224);
+    EXPECT_EQ(o.frame_owner, 78);
+    EXPECT_EQ(o.code_ob_type, 24);
+    EXPECT_EQ(o.code_adaptive, 232);
+    EXPECT_EQ(o.frame_read_len, 80);
+    EXPECT_EQ(o.code_read_len, 232);
+    EXPECT_EQ(o.csum_off[3], 108);
+    // 3.14 free-threaded: 'unsigned char interned' moves the bitfields up by a byte
+    EXPECT_EQ(l->obj.state_kind_shift, 8);
+    EXPECT_EQ(l->obj.state_compact_bit, 11);
+    EXPECT_EQ(l->obj.state_ascii_bit, 12);
+    EXPECT_EQ(l->obj.unicode_ascii_size, 56);
+    EXPECT_EQ(l->obj.unicode_compact_size, 72);
+}
+
+TEST(LayoutDebugOffsets, Decodes315) {
+    auto vals = plausible(15, false);
+    vals["unicode_object.compactunicodeobject_size"] = 60;  // distinct: must be taken as given
+    auto s = synth(15, 0x030F02F0, false, vals);
+    EXPECT_EQ(s.struct_size, 888u);
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    EXPECT_EQ(warn, "");
+    EXPECT_EQ(l->bpf.tstate_thread_id, 176);
+    EXPECT_EQ(l->bpf.interp_threads_head, 7336);
+    EXPECT_EQ(l->runtime_interp_head, 936u);
+    EXPECT_EQ(l->obj.unicode_compact_size, 60);
+    EXPECT_EQ(l->bpf.skip_owner_mask, (1u << 3) | (1u << 4));
+}
+
+TEST(LayoutDebugOffsets, RejectsBadCookie) {
+    auto s = synth(13, 0x030D00F0, false, plausible(13, false), "xdebugpx");
+    std::string err, warn;
+    EXPECT_FALSE(layout_from_debug_offsets(s.bytes, err, warn));
+    EXPECT_NE(err.find("cookie"), std::string::npos) << err;
+    std::vector<uint8_t> zeros(kDebugOffsetsReadSize, 0);
+    EXPECT_FALSE(layout_from_debug_offsets(zeros, err, warn));
+    EXPECT_NE(err.find("cookie"), std::string::npos) << err;
+}
+
+TEST(LayoutDebugOffsets, RejectsShortBuffersAndOldVersions) {
+    std::string err, warn;
+    auto s = synth(14, 0x030E00F0, false, plausible(14, false));
+    EXPECT_FALSE(layout_from_debug_offsets(std::span(s.bytes).first(16), err, warn));
+    EXPECT_FALSE(layout_from_debug_offsets(std::span(s.bytes).first(s.struct_size - 8), err, warn));
+    EXPECT_TRUE(layout_from_debug_offsets(std::span(s.bytes).first(s.struct_size), err, warn)) << err;
+    auto old = synth(13, 0x030C01F0, false, plausible(13, false));  // 3.12 has no such table
+    EXPECT_FALSE(layout_from_debug_offsets(old.bytes, err, warn));
+    auto badft = synth(13, 0x030D00F0, false, plausible(13, false));
+    badft.bytes[16] = 7;
+    EXPECT_FALSE(layout_from_debug_offsets(badft.bytes, err, warn));
+}
+
+TEST(LayoutDebugOffsets, RejectsImplausibleOffsets) {
+    auto vals = plausible(14, false);
+    vals["thread_state.thread_id"] = 4000;  // beyond thread_state.size
+    auto s = synth(14, 0x030E00F0, false, vals);
+    std::string err, warn;
+    EXPECT_FALSE(layout_from_debug_offsets(s.bytes, err, warn));
+    EXPECT_NE(err.find("thread_id"), std::string::npos) << err;
+
+    // Decoding 3.14 bytes as if they were 3.13 (wrong shape) must not produce a layout.
+    auto s14 = synth(14, 0x030E00F0, false, plausible(14, false));
+    uint64_t v313 = 0x030D00F0;
+    std::memcpy(s14.bytes.data() + 8, &v313, 8);
+    EXPECT_FALSE(layout_from_debug_offsets(s14.bytes, err, warn));
+}
+
+TEST(LayoutDebugOffsets, FutureVersionUsesNewestShapeWithWarning) {
+    static_assert(kNewestTestedMinor == 15, "update this test with the newest shape");
+    auto s = synth(15, 0x031000A2, false, plausible(15, false));  // 3.16.0a2
+    std::string err, warn;
+    auto l = layout_from_debug_offsets(s.bytes, err, warn);
+    ASSERT_TRUE(l) << err;
+    EXPECT_NE(warn.find("3.16.0a2"), std::string::npos) << warn;
+    EXPECT_NE(warn.find("newer"), std::string::npos) << warn;
+    EXPECT_EQ(l->version.minor, 16);
+    EXPECT_EQ(l->bpf.py_version_hex, 0x031000A2u);
+    EXPECT_EQ(l->bpf.tstate_thread_id, 176);
+    EXPECT_EQ(l->bpf.executable_tag_mask, 3);
+    // where co_version lives is unknown there: the checksum falls back to the line table
+    EXPECT_EQ(l->bpf.csum_off[3], 136);
+    EXPECT_EQ(l->bpf.csum_size[3], 8);
+
+    // A future version whose struct is shaped like 3.13 fails the plausibility checks.
+    auto bad = synth(13, 0x031000F0, false, plausible(13, false));
+    EXPECT_FALSE(layout_from_debug_offsets(bad.bytes, err, warn));
+}
+
+}  // namespace

@@ -1,0 +1,363 @@
+// read_unicode / read_bytes: against real interpreters (every one on the machine) and
+// against synthetic objects in a fake address space.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "cpython/layout.h"
+#include "cpython/objects.h"
+#include "target_memory.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using namespace pbp::cpython;
+using pbp::test::Interpreter;
+
+namespace {
+
+// ---- synthetic ----------------------------------------------------------------------------
+
+class FakeMemory final : public pbp::MemoryReader {
+public:
+    void put(uint64_t addr, const std::vector<uint8_t>& b) { regions_[addr] = b; }
+    bool read(uint64_t addr, void* buf, size_t n) override {
+        for (auto& [base, b] : regions_) {
+            if (addr >= base && addr + n <= base + b.size()) {
+                std::memcpy(buf, b.data() + (addr - base), n);
+                return true;
+            }
+        }
+        return false;
+    }
+
+private:
+    std::map<uint64_t, std::vector<uint8_t>> regions_;
+};
+
+ObjectLayout layout312() {
+    auto l = builtin_layout(Version::from_hex(0x030C01F0), false);
+    return l->obj;
+}
+
+// A compact str object as CPython 3.12 lays it out (PyASCIIObject 40 bytes, compact 56).
+std::vector<uint8_t> make_str(const ObjectLayout& lay, std::vector<uint32_t> cps, unsigned kind, bool ascii,
+                              bool compact = true, bool terminate = true,
+                              std::optional<int64_t> length = std::nullopt) {
+    size_t hdr = ascii ? lay.unicode_ascii_size : lay.unicode_compact_size;
+    std::vector<uint8_t> b(hdr + (cps.size() + 1) * kind, 0);
+    int64_t len = length ? *length : static_cast<int64_t>(cps.size());
+    std::memcpy(b.data() + lay.unicode_length, &len, 8);
+    uint32_t state = (kind << lay.state_kind_shift) | (uint32_t(compact) << lay.state_compact_bit) |
+                     (uint32_t(ascii) << lay.state_ascii_bit);
+    std::memcpy(b.data() + lay.unicode_state, &state, 4);
+    if (!terminate) cps.push_back(0x41);
+    for (size_t i = 0; i < cps.size(); i++) {
+        if (kind == 1) b[hdr + i] = static_cast<uint8_t>(cps[i]);
+        if (kind == 2) {
+            uint16_t c = static_cast<uint16_t>(cps[i]);
+            std::memcpy(b.data() + hdr + 2 * i, &c, 2);
+        }
+        if (kind == 4) std::memcpy(b.data() + hdr + 4 * i, &cps[i], 4);
+    }
+    return b;
+}
+
+TEST(ObjectsUnicodeSynthetic, Kinds) {
+    auto lay = layout312();
+    FakeMemory m;
+    m.put(0x1000, make_str(lay, {'h', 'i'}, 1, true));
+    m.put(0x2000, make_str(lay, {'c', 'a', 'f', 0xE9}, 1, false));
+    m.put(0x3000, make_str(lay, {0x41F, 0x440}, 2, false));
+    m.put(0x4000, make_str(lay, {0x1F600, 'x'}, 4, false));
+    m.put(0x5000, make_str(lay, {}, 1, true));
+    EXPECT_EQ(read_unicode(m, lay, 0x1000), "hi");
+    EXPECT_EQ(read_unicode(m, lay, 0x2000), "caf\xc3\xa9");
+    EXPECT_EQ(read_unicode(m, lay, 0x3000), "\xd0\x9f\xd1\x80");
+    EXPECT_EQ(read_unicode(m, lay, 0x4000), "\xf0\x9f\x98\x80x");
+    EXPECT_EQ(read_unicode(m, lay, 0x5000), "");
+}
+
+TEST(ObjectsUnicodeSynthetic, LoneSurrogateBecomesReplacementChar) {
+    auto lay = layout312();
+    FakeMemory m;
+    m.put(0x1000, make_str(lay, {'a', 0xD800, 'b'}, 2, false));
+    EXPECT_EQ(read_unicode(m, lay, 0x1000), "a\xef\xbf\xbd" "b");
+}
+
+TEST(ObjectsUnicodeSynthetic, RefusesImplausible) {
+    auto lay = layout312();
+    FakeMemory m;
+    m.put(0x1000, make_str(lay, {'a', 'b'}, 1, true, /*compact=*/false));
+    m.put(0x2000, make_str(lay, {'a', 'b'}, 3, false));                  // no such kind
+    m.put(0x3000, make_str(lay, {'a', 0x80}, 1, true));                  // 'ascii' with a non-ASCII byte
+    m.put(0x4000, make_str(lay, {0x110000}, 4, false));                  // beyond U+10FFFF
+    m.put(0x5000, make_str(lay, {'a', 'b'}, 1, true, true, /*terminate=*/false));
+    m.put(0x6000, make_str(lay, {'a', 'b'}, 1, true, true, true, /*length=*/-5));
+    m.put(0x7000, make_str(lay, {'a', 'b'}, 1, true, true, true, /*length=*/1000));  // data unreadable
+    m.put(0x8000, make_str(lay, {0x41F}, 2, true));                      // 'ascii' but kind 2
+    for (uint64_t a : {0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 0x7000, 0x8000})
+        EXPECT_FALSE(read_unicode(m, lay, a).has_value()) << std::hex << a;
+    EXPECT_FALSE(read_unicode(m, lay, 0).has_value());
+    EXPECT_FALSE(read_unicode(m, lay, 0x1004).has_value());  // misaligned
+    EXPECT_FALSE(read_unicode(m, lay, 0x9000).has_value());  // unmapped
+}
+
+TEST(ObjectsUnicodeSynthetic, MaxLen) {
+    auto lay = layout312();
+    FakeMemory m;
+    std::vector<uint32_t> cps(100, 'z');
+    m.put(0x1000, make_str(lay, cps, 1, true));
+    EXPECT_FALSE(read_unicode(m, lay, 0x1000, 99).has_value());
+    EXPECT_EQ(read_unicode(m, lay, 0x1000, 100), std::string(100, 'z'));
+}
+
+TEST(ObjectsUnicodeSynthetic, FreeThreaded314StateBits) {
+    // 3.14 free-threaded: PyObject is 32 bytes; 'unsigned char interned' puts kind at bit 8.
+    ObjectLayout lay;
+    lay.unicode_length = 32;
+    lay.unicode_state = 48;
+    lay.unicode_ascii_size = 56;
+    lay.unicode_compact_size = 72;
+    lay.state_kind_shift = 8;
+    lay.state_compact_bit = 11;
+    lay.state_ascii_bit = 12;
+    FakeMemory m;
+    m.put(0x1000, make_str(lay, {0x65E5, 0x672C}, 2, false));
+    m.put(0x2000, make_str(lay, {'o', 'k'}, 1, true));
+    EXPECT_EQ(read_unicode(m, lay, 0x1000), "\xe6\x97\xa5\xe6\x9c\xac");
+    EXPECT_EQ(read_unicode(m, lay, 0x2000), "ok");
+    // the same bytes read with the default-build bit positions are refused, not misread
+    ObjectLayout wrong = lay;
+    wrong.state_kind_shift = 2;
+    wrong.state_compact_bit = 5;
+    wrong.state_ascii_bit = 6;
+    EXPECT_FALSE(read_unicode(m, wrong, 0x1000).has_value());
+}
+
+TEST(ObjectsBytesSynthetic, Basic) {
+    auto lay = layout312();
+    FakeMemory m;
+    auto make = [&](const std::string& s, int64_t size, bool nul) {
+        std::vector<uint8_t> b(lay.bytes_sval + s.size() + 1, 0);
+        std::memcpy(b.data() + lay.bytes_size, &size, 8);
+        std::memcpy(b.data() + lay.bytes_sval, s.data(), s.size());
+        b.back() = nul ? 0 : 'X';
+        return b;
+    };
+    m.put(0x1000, make(std::string("a\0b", 3), 3, true));
+    m.put(0x2000, make("", 0, true));
+    m.put(0x3000, make("abc", -1, true));
+    m.put(0x4000, make("abc", 3, false));
+    EXPECT_EQ(read_bytes(m, lay, 0x1000), std::string("a\0b", 3));
+    EXPECT_EQ(read_bytes(m, lay, 0x2000), "");
+    EXPECT_FALSE(read_bytes(m, lay, 0x3000).has_value());
+    EXPECT_FALSE(read_bytes(m, lay, 0x4000).has_value());
+    EXPECT_FALSE(read_bytes(m, lay, 0x1000, 2).has_value());
+    EXPECT_FALSE(read_bytes(m, lay, 0x5000).has_value());
+}
+
+// ---- live interpreters --------------------------------------------------------------------
+
+const char* const kSidRoot = "/var/cache/pybpfprof/chroots/sid";
+
+std::vector<Interpreter> all_interpreters() {
+    std::vector<Interpreter> v{pbp::test::host_python()};
+    for (auto& i : pbp::test::pyenv_pythons()) v.push_back(i);
+    for (const char* minor : {"3.14", "3.15"}) {
+        std::error_code ec;
+        if (fs::exists(std::string(kSidRoot) + "/usr/bin/python" + minor, ec))
+            v.push_back({std::string("sid-") + minor, {"chroot", kSidRoot, std::string("python") + minor},
+                         minor});
+    }
+    return v;
+}
+
+std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
+    std::string s = info.param.name;
+    for (auto& c : s)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+// A child that keeps running until destroyed; reads its stdout line by line.
+class Spawned {
+public:
+    explicit Spawned(std::vector<std::string> argv) {
+        int out[2];
+        if (pipe2(out, O_CLOEXEC)) return;
+        pid_ = fork();
+        if (pid_ == 0) {
+            int devnull = open("/dev/null", O_RDONLY);
+            dup2(devnull, 0);
+            dup2(out[1], 1);
+            std::vector<char*> a;
+            for (auto& s : argv) a.push_back(s.data());
+            a.push_back(nullptr);
+            execvp(a[0], a.data());
+            _exit(127);
+        }
+        close(out[1]);
+        fd_ = out[0];
+    }
+    ~Spawned() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+        if (fd_ >= 0) close(fd_);
+    }
+    pid_t pid() const { return pid_; }
+    std::vector<std::string> lines(size_t n, int timeout_ms = 30000) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (static_cast<size_t>(std::count(buf_.begin(), buf_.end(), '\n')) < n && fd_ >= 0) {
+            int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now())
+                                          .count());
+            if (ms <= 0) break;
+            struct pollfd p{fd_, POLLIN, 0};
+            if (poll(&p, 1, ms) <= 0) break;
+            char b[4096];
+            ssize_t k = ::read(fd_, b, sizeof b);
+            if (k <= 0) break;
+            buf_.append(b, k);
+        }
+        std::vector<std::string> v;
+        std::istringstream is(buf_);
+        for (std::string l; std::getline(is, l);) v.push_back(l);
+        return v;
+    }
+
+private:
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    std::string buf_;
+};
+
+std::vector<uint64_t> numbers(const std::string& line) {
+    std::vector<uint64_t> v;
+    std::istringstream is(line);
+    for (uint64_t x; is >> x;) v.push_back(x);
+    return v;
+}
+
+// Built from code points so that no interpreter (3.6 in a C locale included) has to decode
+// non-ASCII source text.
+const char* const kScript = R"PY(
+import ctypes, sys, time
+try:
+    rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+except ValueError:
+    rt = 0
+def s(*cps):
+    return "".join(chr(c) for c in cps)
+strs = [
+    s(0x68, 0x65, 0x6C, 0x6C, 0x6F),
+    s(0x63, 0x61, 0x66, 0xE9),
+    s(0x41F, 0x440, 0x438, 0x432, 0x435, 0x442),
+    s(0x65E5, 0x672C, 0x8A9E),
+    s(0x192, 0x20BB7, 0x6E, 0x63),
+    s(0x1F600, 0x78),
+    s(),
+    "a" * 5000,
+]
+FN = s(0x192, 0x20BB7, 0x6E, 0x63)
+ns = {}
+exec("def " + FN + "():\n    pass\n", ns)
+code = ns[FN].__code__
+class Sub(str):
+    pass
+legacy = Sub("abc")
+bs = [b"", b"\x00\x01abc\xff", bytes(bytearray(range(256)))]
+print(sys.hexversion, rt)
+print(" ".join(str(id(x)) for x in strs))
+print(id(code), id(legacy))
+print(" ".join(str(id(x)) for x in bs))
+sys.stdout.flush()
+time.sleep(600)
+)PY";
+
+class ObjectsLive : public testing::TestWithParam<Interpreter> {};
+
+TEST_P(ObjectsLive, ReadsStringsAndBytes) {
+    const Interpreter& in = GetParam();
+    std::vector<std::string> argv = in.argv;
+    argv.push_back("-c");
+    argv.push_back(kScript);
+    Spawned p(argv);
+    auto lines = p.lines(4);
+    PBP_REQUIRE(lines.size() >= 4, in.name + " did not report its objects");
+    auto head = numbers(lines[0]), strs = numbers(lines[1]), objs = numbers(lines[2]),
+         bytes = numbers(lines[3]);
+    ASSERT_EQ(head.size(), 2u);
+    ASSERT_EQ(strs.size(), 8u);
+    ASSERT_EQ(objs.size(), 2u);
+    ASSERT_EQ(bytes.size(), 3u);
+
+    pbp::ProcessMemory mem(p.pid());
+    Version v = Version::from_hex(static_cast<uint32_t>(head[0]));
+    std::optional<Layout> l;
+    if (v.at_least(3, 13)) {
+        std::vector<uint8_t> raw(kDebugOffsetsReadSize);
+        ASSERT_TRUE(mem.read(head[1], raw.data(), raw.size())) << "cannot read _PyRuntime";
+        std::string err, warn;
+        l = layout_from_debug_offsets(raw, err, warn);
+        ASSERT_TRUE(l) << err;
+    } else {
+        l = builtin_layout(v, false);
+        ASSERT_TRUE(l) << v.str();
+    }
+    const ObjectLayout& lay = l->obj;
+    SCOPED_TRACE(in.name + " " + l->source);
+
+    const char* want[] = {
+        "hello",
+        "caf\xc3\xa9",
+        "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82",  // Privet
+        "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",              // nihongo
+        "\xc6\x92\xf0\xa0\xae\xb7nc",                        // f-hook, U+20BB7, n, c
+        "\xf0\x9f\x98\x80x",                                 // emoji, x
+        "",
+    };
+    for (size_t i = 0; i < std::size(want); i++)
+        EXPECT_EQ(read_unicode(mem, lay, strs[i]), std::string(want[i])) << "string " << i;
+    // 5000 code points: refused by default (4096), read in full with a larger limit
+    EXPECT_FALSE(read_unicode(mem, lay, strs[7]).has_value());
+    EXPECT_EQ(read_unicode(mem, lay, strs[7], 10000), std::string(5000, 'a'));
+
+    // a non-ASCII identifier through the code object's fields
+    uint64_t code = objs[0], name = 0, filename = 0;
+    ASSERT_TRUE(mem.read_value(code + lay.co_name, name));
+    ASSERT_TRUE(mem.read_value(code + lay.co_filename, filename));
+    EXPECT_EQ(read_unicode(mem, lay, name), std::string(want[4]));
+    EXPECT_EQ(read_unicode(mem, lay, filename), "<string>");
+    if (lay.co_qualname != PBP_OFF_NONE) {
+        uint64_t qualname = 0;
+        ASSERT_TRUE(mem.read_value(code + lay.co_qualname, qualname));
+        EXPECT_EQ(read_unicode(mem, lay, qualname), std::string(want[4]));
+    }
+    // a str subclass instance is not compact: refused
+    EXPECT_FALSE(read_unicode(mem, lay, objs[1]).has_value());
+
+    EXPECT_EQ(read_bytes(mem, lay, bytes[0]), "");
+    EXPECT_EQ(read_bytes(mem, lay, bytes[1]), std::string("\x00\x01" "abc\xff", 6));
+    std::string all(256, '\0');
+    for (int i = 0; i < 256; i++) all[i] = static_cast<char>(i);
+    EXPECT_EQ(read_bytes(mem, lay, bytes[2]), all);
+    EXPECT_FALSE(read_bytes(mem, lay, bytes[2], 255).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, ObjectsLive, testing::ValuesIn(all_interpreters()), param_name);
+
+}  // namespace
