@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <regex>
 #include <thread>
 
@@ -134,7 +136,8 @@ TEST_P(Profiling, ThreadsUnderTheirOwnNames) {
         EXPECT_GT(mine, th->samples.size() * 9 / 10) << tname << " should be busy in " << fn;
         for (auto& s : th->samples) {
             for (int j = 0; j < 4; j++) {
-                if (j != i) EXPECT_FALSE(has_frame(s, "busy_" + std::to_string(j))) << tname;
+                if (j == i) continue;
+                EXPECT_FALSE(has_frame(s, "busy_" + std::to_string(j))) << tname;
             }
         }
     }
@@ -191,6 +194,77 @@ TEST_P(Profiling, IdleTargetIsNotAnError) {
     EXPECT_NE(r.err.find("used no CPU"), std::string::npos) << r.err;
     auto p = read_speedscope(out);
     EXPECT_TRUE(p.raw.contains("profiles"));
+}
+
+TEST_P(Profiling, DeeperThanMaxDepthIsMarkedTruncated) {
+    auto prof = profile_launch("deep_recursion.py", {"2", "200"}, {"-r", "199", "--max-depth", "50"});
+    size_t spin = 0, marked = 0;
+    for (auto& t : prof.threads)
+        for (auto& s : t.samples) {
+            if (s.empty() || s.back().name != "spin") continue;
+            spin++;
+            // Exactly max-depth Python frames kept (leaf side), plus the marker at the root.
+            if (s.size() == 51 && s.front().name == "[truncated]") marked++;
+        }
+    ASSERT_GT(spin, 100u) << last_err;
+    EXPECT_EQ(marked, spin);
+    EXPECT_NE(last_err.find("marked [truncated]"), std::string::npos) << last_err;
+}
+
+TEST_P(Profiling, CollapsedIsFlamegraphInput) {
+    std::string out = dir + "/out.folded";
+    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "-f", "collapsed", "-r", "199", "-o", out, "--"};
+    auto p = py("threads.py", {"2"});
+    cmd.insert(cmd.end(), p.begin(), p.end());
+    auto r = run(cmd, 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::string text = read_file(out);
+    std::regex line_re(R"(^([^;\n]+);([^;\n]+ \(tid \d+\))(;[^;\n]+)+ (\d+)$)");
+    std::istringstream is(text);
+    std::string line;
+    size_t total = 0, lines = 0, busy = 0;
+    while (std::getline(is, line)) {
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(line, m, line_re)) << "bad folded line: " << line;
+        total += std::stoul(m[4]);
+        lines++;
+        if (line.find(";busy_2 (" + workload("threads.py") + ":") != std::string::npos) busy++;
+    }
+    EXPECT_GT(lines, 3u);
+    EXPECT_GT(busy, 0u) << text.substr(0, 2000);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(Wrote \S+: (\d+) samples)"))) << r.err;
+    EXPECT_EQ(total, std::stoul(m[1]));
+}
+
+TEST_P(Profiling, OutputLoadsInTheRealSpeedscopeApp) {
+    std::string js = source_dir() + "/tests/js";
+    PBP_REQUIRE(access((js + "/node_modules/speedscope").c_str(), F_OK) == 0 && access("/usr/bin/chromium", X_OK) == 0,
+                "tests/js/node_modules (npm ci) and /usr/bin/chromium are needed to check the real speedscope app");
+    profile_launch("threads.py", {"2"}, {"-r", "99"});
+    auto r = run({"node", js + "/check_speedscope.mjs", dir + "/out.json"}, 180);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+}
+
+TEST_P(Profiling, UnwritableOutputFallsBackAndKeepsSamples) {
+    Child target(py("cpu_split.py"), dir);
+    usleep(300000);
+    std::string sub = dir + "/vanishing";
+    std::filesystem::create_directories(sub);
+    Child prof({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-o", sub + "/out.json"}, dir);
+    sleep(1);
+    std::filesystem::remove_all(sub);  // the output directory disappears mid-run
+    sleep(1);
+    prof.signal(SIGTERM);
+    EXPECT_EQ(prof.wait(30), 1) << prof.err();
+    std::smatch m;
+    std::string err = prof.err();
+    ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(the samples were saved to (\S+) instead)"))) << err;
+    std::string fallback = m[1];
+    auto p = read_speedscope(fallback);
+    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "hot_seventy"); }), 50u);
+    std::filesystem::remove(fallback);
+    EXPECT_TRUE(target.running());
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, Profiling, ::testing::ValuesIn(interpreters()),
