@@ -21,6 +21,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by userspace before load. */
 const volatile __u32 watch_flags = 0;
+/* Samples do not wake the consumer (it drains on a timer) until this much is queued. */
+const volatile __u64 wakeup_bytes = 1 << 18;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -62,10 +64,16 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* Frame cache: on 3.11+ the interpreter frames of a thread are contiguous in its data
+ * stack (callers below callees), so one read of the page below a frame covers many
+ * callers. A view into it may extend PBP_WINDOW past the cached bytes (never read). */
+#define FCACHE 4096
+
+/* Hot parts first: a shallow walk then touches two pages of this per-CPU value. */
 struct scratch {
-	struct pbp_stack stack;
-	__u8 fwin[PBP_WINDOW];
 	__u8 cwin[PBP_WINDOW];
+	__u8 fcache[FCACHE + PBP_WINDOW];
+	struct pbp_stack stack;
 };
 
 struct {
@@ -162,6 +170,9 @@ struct fwalk {
 	struct scratch *s;
 	__u64 frame;
 	__u64 hash;
+	__u64 fc_base;     /* user address of fcache[0] */
+	__u32 fc_len;      /* bytes valid in fcache */
+	__u32 _pad;
 	__u64 last_code;   /* csum cache: recursion repeats the same code object */
 	__u32 last_csum;
 	__u32 depth;
@@ -218,22 +229,35 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	len = off->frame_read_len;
 	if (len > PBP_WINDOW)
 		len = PBP_WINDOW;
-	if (len == 0 || bpf_probe_read_user(s->fwin, len, (const void *)w->frame)) {
-		w->flags |= PBP_F_PARTIAL;
-		w->reason = PBP_ERR_READ_FRAME;
-		return 1;
-	}
 	__u64 cur = w->frame;
-	w->frame = win_u64(s->fwin, off->frame_previous);
+	if (!(cur >= w->fc_base && cur + len <= w->fc_base + w->fc_len)) {
+		/* Miss: read from the frame's page floor (mapped, since the frame is) up to the
+		 * frame's end; frame objects (<= 3.10) are scattered, so just the frame. */
+		__u64 end = cur + len;
+		__u64 start = off->frame_kind == PBP_FRAME_OBJECT ? cur : cur & ~4095ULL;
+		if (end - start > FCACHE)
+			start = end - FCACHE;
+		/* 1 .. FCACHE, in a form the verifier can bound whatever clang does */
+		__u32 n = (((__u32)(end - start) - 1) & (FCACHE - 1)) + 1;
+		if (len == 0 || bpf_probe_read_user(s->fcache, n, (const void *)start)) {
+			w->flags |= PBP_F_PARTIAL;
+			w->reason = PBP_ERR_READ_FRAME;
+			return 1;
+		}
+		w->fc_base = start;
+		w->fc_len = n;
+	}
+	const __u8 *fwin = s->fcache + ((cur - w->fc_base) & (FCACHE - 1));
+	w->frame = win_u64(fwin, off->frame_previous);
 	if (w->frame == cur) /* self-loop in freed memory */
 		w->frame = 0;
 
 	if (off->frame_owner != PBP_OFF_NONE) {
-		__u8 owner = win_u8(s->fwin, off->frame_owner);
+		__u8 owner = win_u8(fwin, off->frame_owner);
 		if (owner < 32 && (off->skip_owner_mask & (1u << owner)))
 			return 0; /* C-stack / shim frame: not Python */
 	}
-	__u64 code = win_u64(s->fwin, off->frame_code) & ~(__u64)off->executable_tag_mask;
+	__u64 code = win_u64(fwin, off->frame_code) & ~(__u64)off->executable_tag_mask;
 	if (!code)
 		return 0;
 
@@ -261,14 +285,14 @@ static __always_inline int fwalk_step(struct fwalk *w)
 
 	__u32 instr = PBP_INSTR_UNKNOWN;
 	if (off->instr_kind == PBP_INSTR_PTR) {
-		__u64 ip = win_u64(s->fwin, off->frame_instr);
-		__u64 base = bytecode_base(off, code, s->fwin, s->cwin);
+		__u64 ip = win_u64(fwin, off->frame_instr);
+		__u64 base = bytecode_base(off, code, fwin, s->cwin);
 		if (ip >= base && ip - base < 0x1ffffffffULL)
 			instr = (__u32)((ip - base) >> 1);
 		else if (ip && ip < base)
 			instr = 0; /* 3.11/3.12: prev_instr is one before the first unit */
 	} else {
-		__s32 lasti = (__s32)win_u32(s->fwin, off->frame_instr);
+		__s32 lasti = (__s32)win_u32(fwin, off->frame_instr);
 		instr = lasti < 0 ? 0 : (__u32)lasti;
 	}
 
@@ -284,6 +308,8 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	return 0;
 }
 
+/* One frame per callback: unrolling 4 steps into it saved ~10% per frame but made the
+ * verifier take 0.7 s longer at every start. */
 static long fwalk_cb(__u32 i, void *ctx)
 {
 	return fwalk_step((struct fwalk *)ctx);
@@ -311,10 +337,12 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 	e->_pad = 0;
 	e->ppid = 0;
 	e->_pad2 = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+											     : BPF_RB_NO_WAKEUP);
 	stat_add(PBP_STAT_EMITTED, 1);
 	if (reason)
 		stat_add(PBP_STAT_REASON_BASE + reason, 1);
+	stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - ts);
 	return 0;
 }
 

@@ -64,6 +64,45 @@ uint32_t Aggregator::synthetic_stack(const std::string& name) {
     return idx;
 }
 
+uint32_t Aggregator::sample_stack(const pbp_event& e) {
+    if (!e.stack_id) return synthetic_stack(reason_label(e.reason));
+    auto& ids = stack_ids_[static_cast<pid_t>(e.pid)];
+    auto it = ids.find(e.stack_id);
+    if (it == ids.end()) {
+        if (!lookup_(e.stack_id, *buf_)) return synthetic_stack("stack evicted before it was read");
+        std::map<std::string, uint64_t> problems;
+        BaseStack b;
+        for (auto& f : symbolizer_.symbolize(static_cast<pid_t>(e.pid), *buf_, problems))
+            b.frames.push_back(profile_.frames.intern(f));
+        if (!problems.empty()) b.problem = problems.begin()->first;
+        it = ids.emplace(e.stack_id, std::move(b)).first;
+    }
+    BaseStack& b = it->second;
+    std::string problem = b.problem;
+    uint32_t idx;
+    if (e.flags & (PBP_F_PARTIAL | PBP_F_TRUNCATED)) {
+        Frame marker;
+        marker.synthetic = true;
+        if (e.flags & PBP_F_PARTIAL) {
+            marker.name = std::string("[partial stack: ") + reason_label(e.reason) + "]";
+            problem = std::string("partial stack: ") + reason_label(e.reason);
+        } else {
+            marker.name = "[truncated]";
+        }
+        std::vector<uint32_t> v;
+        v.reserve(b.frames.size() + 1);
+        v.push_back(profile_.frames.intern(marker));
+        v.insert(v.end(), b.frames.begin(), b.frames.end());
+        idx = profile_.stacks.intern(v);
+    } else {
+        if (b.plain == UINT32_MAX) b.plain = profile_.stacks.intern(b.frames);
+        idx = b.plain;
+    }
+    if (stack_problem_.size() <= idx) stack_problem_.resize(idx + 1);
+    stack_problem_[idx] = problem;
+    return idx;
+}
+
 void Aggregator::on_sample(const pbp_event& e) {
     auto& proc = profile_.processes[e.pid];
     if (!proc.pid) {
@@ -71,44 +110,8 @@ void Aggregator::on_sample(const pbp_event& e) {
         proc.ns_pid = e.pid;
         proc.comm = procfs::comm(static_cast<pid_t>(e.pid));
     }
-    uint32_t stack_idx;
-    if (!e.stack_id) {
-        stack_idx = synthetic_stack(reason_label(e.reason));
-    } else {
-        auto& ids = stack_ids_[static_cast<pid_t>(e.pid)];
-        auto it = ids.find(e.stack_id);
-        if (it != ids.end()) {
-            stack_idx = it->second;
-        } else if (!lookup_(e.stack_id, *buf_)) {
-            stack_idx = synthetic_stack("stack evicted before it was read");
-        } else {
-            std::map<std::string, uint64_t> problems;
-            std::vector<Frame> frames = symbolizer_.symbolize(static_cast<pid_t>(e.pid), *buf_, problems);
-            std::string problem;
-            if (e.flags & PBP_F_PARTIAL) {
-                Frame f;
-                f.name = std::string("[partial stack: ") + reason_label(e.reason) + "]";
-                f.synthetic = true;
-                frames.insert(frames.begin(), f);
-                problem = std::string("partial stack: ") + reason_label(e.reason);
-            } else if (e.flags & PBP_F_TRUNCATED) {
-                Frame f;
-                f.name = "[truncated]";
-                f.synthetic = true;
-                frames.insert(frames.begin(), f);
-            }
-            if (problem.empty() && !problems.empty()) problem = problems.begin()->first;
-            std::vector<uint32_t> idx;
-            idx.reserve(frames.size());
-            for (auto& f : frames) idx.push_back(profile_.frames.intern(f));
-            stack_idx = profile_.stacks.intern(idx);
-            if (stack_problem_.size() <= stack_idx) stack_problem_.resize(stack_idx + 1);
-            if (!problem.empty()) stack_problem_[stack_idx] = problem;
-            ids.emplace(e.stack_id, stack_idx);
-        }
-    }
-    if (stack_idx < stack_problem_.size() && !stack_problem_[stack_idx].empty())
-        profile_.run.unresolved[stack_problem_[stack_idx]]++;
+    uint32_t stack_idx = sample_stack(e);
+    if (!stack_problem_[stack_idx].empty()) profile_.run.unresolved[stack_problem_[stack_idx]]++;
     if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
     ThreadProfile& t = thread(proc, e.tid);
     t.samples.push_back({e.ts_ns, stack_idx, e.cpu});

@@ -32,11 +32,21 @@ public:
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
     uint32_t synthetic_stack(const std::string& name);
+    // The stack a sample lands on: the symbolized frames of its id, plus a root-most
+    // [truncated] / [partial stack] marker from this sample's own flags (the id is a hash
+    // of the frames only, so two samples with one id may differ in their flags).
+    uint32_t sample_stack(const pbp_event& e);
+
+    struct BaseStack {
+        std::vector<uint32_t> frames;  // root first, interned
+        std::string problem;           // "" or why some frame is unresolved
+        uint32_t plain = UINT32_MAX;   // StackTable index without a marker, once made
+    };
 
     Profile& profile_;
     Symbolizer& symbolizer_;
     StackLookup lookup_;
-    std::unordered_map<pid_t, std::unordered_map<uint64_t, uint32_t>> stack_ids_;  // pid -> BPF id -> stack
+    std::unordered_map<pid_t, std::unordered_map<uint64_t, BaseStack>> stack_ids_;  // pid -> BPF id
     std::vector<std::string> stack_problem_;  // per StackTable index: "" or why it is unresolved
     std::unique_ptr<pbp_stack> buf_;
 };

@@ -77,7 +77,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
 
     auto cpus = online_cpus();
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, cpus.size() * (256 << 10));
-    bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(pow2_at_least(rb)));
+    rb = pow2_at_least(rb);
+    bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
+    s->skel_->rodata->wakeup_bytes = rb / 8;
     bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
 
     int err = pybpfprof_bpf__load(s->skel_);
@@ -173,7 +175,13 @@ void BpfSampler::remove_process(pid_t pid) {
     bpf_map__delete_elem(skel_->maps.procs, &key, sizeof key, 0);
 }
 
-int BpfSampler::poll(int timeout_ms) { return ring_buffer__poll(rb_, timeout_ms); }
+int BpfSampler::poll(int timeout_ms) {
+    // Samples are submitted without a wakeup, so consume after every wait, woken or not.
+    int n = ring_buffer__poll(rb_, timeout_ms);
+    if (n < 0) return n;
+    int m = ring_buffer__consume(rb_);
+    return m < 0 ? m : n + m;
+}
 int BpfSampler::drain() { return ring_buffer__consume(rb_); }
 
 bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {

@@ -154,7 +154,9 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         PythonTarget t;
         t.pid = pid;
         t.interp_path = m->path;
-        t.shared_lib = m->path != exe;
+        // A shared library has a soname (libpython always does); an executable, PIE or
+        // not, has none. The exe path is no guide: ld.so may be /proc/PID/exe.
+        t.shared_lib = !facts->soname.empty();
         auto sym = [&](const char* n) -> uint64_t {
             auto it = facts->syms.find(n);
             return it == facts->syms.end() ? 0 : *bias + it->second;

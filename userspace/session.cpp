@@ -510,13 +510,16 @@ int Session::finish() {
     if (run.truncated)
         std::cerr << "  " << run.truncated << " samples were deeper than " << run.max_depth
                   << " frames and are marked [truncated]\n";
-    if (run.bpf_run_cnt)
-        std::cerr << "  BPF: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event (" << run.bpf_run_cnt
-                  << " events), max depth " << run.max_depth
+    if (st[PBP_STAT_SAMPLES])
+        std::cerr << "  BPF: " << st[PBP_STAT_SAMPLE_NS] / st[PBP_STAT_SAMPLES] << " ns per profiled sample ("
+                  << st[PBP_STAT_SAMPLES] << " samples), max depth " << run.max_depth
                   << (sampler_->uses_bpf_loop() ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
+    if (run.bpf_run_cnt)
+        std::cerr << "  bpf_stats: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event over all CPUs ("
+                  << run.bpf_run_cnt << " events)\n";
     if (getenv("PYBPFPROF_DEBUG")) {
         static const char* names[] = {"samples", "emitted", "ringbuf_drop", "tstate_cache_hit", "tstate_walk",
-                                      "truncated", "stack_new", "event_drop"};
+                                      "truncated", "stack_new", "event_drop", "sample_ns"};
         std::cerr << "  BPF stats:";
         for (int i = 0; i < PBP_STAT_COUNT; i++)
             if (st[i])

@@ -168,7 +168,8 @@ enum pbp_stat {
 	PBP_STAT_TRUNCATED = 5,
 	PBP_STAT_STACK_NEW = 6,      /* stack ids inserted into the stacks map */
 	PBP_STAT_EVENT_DROP = 7,     /* exec/exit record lost */
-	PBP_STAT_REASON_BASE = 8,    /* + enum pbp_reason */
+	PBP_STAT_SAMPLE_NS = 8,      /* time spent on profiled samples (entry to record) */
+	PBP_STAT_REASON_BASE = 9,    /* + enum pbp_reason */
 	PBP_STAT_COUNT = PBP_STAT_REASON_BASE + PBP_REASON_COUNT,
 };
 

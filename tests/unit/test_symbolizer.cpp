@@ -1,0 +1,479 @@
+// Symbolizer against live interpreters (host 3.11 and the pyenv 3.11+ builds): stacks built
+// the way BPF records them (code address, code-unit index, checksum of a window read from
+// the target) must come back root first, with co_qualname, co_filename and the exact line
+// co_positions() gives. A code object freed and replaced at the same address must never be
+// given the old name, and a dead process yields "unreadable" frames for uncached code.
+// Ground truth: tests/tools/unit_symbolizer_target.py.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "discovery.h"
+#include "symbolizer.h"
+#include "target_memory.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using pbp::Frame;
+using pbp::Symbolizer;
+using pbp::test::Child;
+using pbp::test::Interpreter;
+
+namespace {
+
+std::vector<Interpreter> interpreters() {
+    std::vector<Interpreter> v{pbp::test::host_python()};
+    for (auto& i : pbp::test::pyenv_pythons()) {
+        // co_qualname and co_positions() exist from 3.11 on
+        int minor = std::stoi(i.version.substr(2));
+        if (minor >= 11) v.push_back(i);
+    }
+    return v;
+}
+
+std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
+    std::string s = info.param.name;
+    for (auto& c : s)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+std::string unhex(const std::string& h) {
+    if (h == "-") return "";
+    std::string s;
+    for (size_t i = 0; i + 1 < h.size(); i += 2) s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+    return s;
+}
+
+struct CodeFacts {
+    uint64_t addr = 0;
+    int firstlineno = 0;
+    uint32_t instr = 0;  // chosen code-unit index
+    int line = 0;        // its line
+    std::string qualname, filename;
+    std::vector<int> units;  // line of every code unit (0 = none)
+};
+
+// The child's report: "code LABEL ADDR FIRSTLINENO I LINE QUALHEX FILEHEX" and
+// "units LABEL l0,l1,..." lines, then a marker line.
+struct Target {
+    std::map<std::string, CodeFacts> code;
+    std::string raw;
+    bool ok = false;
+};
+
+Target wait_for(Child& c, const std::string& marker, int timeout_s = 30) {
+    Target t;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    for (;;) {
+        t.raw = c.out();
+        if (t.raw.find("\n" + marker + "\n") != std::string::npos) break;
+        if (!c.running() || std::chrono::steady_clock::now() > deadline) return t;
+        usleep(20000);
+    }
+    t.ok = true;
+    std::istringstream is(t.raw);
+    for (std::string line; std::getline(is, line);) {
+        std::istringstream ls(line);
+        std::string kind, label;
+        ls >> kind >> label;
+        if (kind == "code") {
+            CodeFacts& f = t.code[label];
+            std::string q, fn;
+            ls >> f.addr >> f.firstlineno >> f.instr >> f.line >> q >> fn;
+            f.qualname = unhex(q);
+            f.filename = unhex(fn);
+        } else if (kind == "units") {
+            std::string list;
+            ls >> list;
+            std::istringstream ws(list);
+            std::vector<int> v;
+            for (std::string w; std::getline(ws, w, ',');) v.push_back(w == "-" ? 0 : std::stoi(w));
+            t.code[label].units = v;
+        }
+    }
+    return t;
+}
+
+std::string script_path() { return pbp::test::source_dir() + "/tests/tools/unit_symbolizer_target.py"; }
+
+// A started target, discovered, registered with a Symbolizer.
+struct Live {
+    Child child;
+    std::string trigger;
+    Target rep;
+    pbp::PythonTarget target;
+    std::unique_ptr<pbp::ProcessMemory> mem;
+    std::string error;
+
+    bool start(const Interpreter& in) {
+        std::string dir = pbp::test::temp_dir();
+        trigger = dir + "/swap";
+        std::vector<std::string> argv = in.argv;
+        argv.push_back(script_path());
+        argv.push_back(trigger);
+        child = Child(argv, dir);
+        rep = wait_for(child, "ready");
+        if (!rep.ok) {
+            error = in.name + " did not start: " + child.err();
+            return false;
+        }
+        pbp::Discoverer d;
+        auto r = d.discover(child.pid());
+        if (r.status != pbp::Discovery::Python) {
+            error = "not discovered as Python: " + r.reason;
+            return false;
+        }
+        target = *r.target;
+        mem = std::make_unique<pbp::ProcessMemory>(child.pid());
+        return true;
+    }
+
+    // What BPF would compute at sample time.
+    uint32_t csum(uint64_t addr) const {
+        uint8_t win[PBP_WINDOW] = {};
+        size_t len = target.layout.bpf.code_read_len;
+        EXPECT_GT(len, 0u);
+        EXPECT_LE(len, sizeof win);
+        EXPECT_TRUE(mem->read(addr, win, len)) << "code object at 0x" << std::hex << addr << " unreadable";
+        return Symbolizer::code_checksum(target.layout.bpf, win, len);
+    }
+    pbp_frame frame(const std::string& label, std::optional<uint32_t> instr = std::nullopt) const {
+        const CodeFacts& f = rep.code.at(label);
+        pbp_frame fr{};
+        fr.code = f.addr;
+        fr.instr = instr.value_or(f.instr);
+        fr.csum = csum(f.addr);
+        return fr;
+    }
+};
+
+std::unique_ptr<pbp_stack> make_stack(pid_t pid, const std::vector<pbp_frame>& leaf_first) {
+    auto st = std::make_unique<pbp_stack>();
+    std::memset(st.get(), 0, sizeof *st);
+    st->pid = static_cast<uint32_t>(pid);
+    st->depth = static_cast<uint32_t>(leaf_first.size());
+    for (size_t i = 0; i < leaf_first.size(); i++) st->frames[i] = leaf_first[i];
+    return st;
+}
+
+uint64_t total(const std::map<std::string, uint64_t>& problems) {
+    uint64_t n = 0;
+    for (auto& [_, c] : problems) n += c;
+    return n;
+}
+
+std::string dump(const std::vector<Frame>& fs) {
+    std::string s;
+    for (auto& f : fs) s += "  " + f.name + " " + f.file + ":" + std::to_string(f.line) + (f.synthetic ? " (synthetic)" : "") + "\n";
+    return s;
+}
+
+class SymbolizerLive : public testing::TestWithParam<Interpreter> {};
+
+TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
+    const Interpreter& in = GetParam();
+    Live L;
+    PBP_REQUIRE(L.start(in), L.error);
+    SCOPED_TRACE(in.name + " " + L.target.describe());
+    for (const char* label : {"method", "latin", "cjk", "modfunc", "inner", "module"})
+        ASSERT_TRUE(L.rep.code.count(label)) << label << " missing in\n" << L.rep.raw;
+
+    // The interpreter's own names, and what they must be.
+    EXPECT_EQ(L.rep.code["method"].qualname, "Klass.method");
+    EXPECT_EQ(L.rep.code["latin"].qualname, "grüße");
+    EXPECT_EQ(L.rep.code["cjk"].qualname, "計算する");
+    EXPECT_EQ(L.rep.code["modfunc"].qualname, "module_function");
+    EXPECT_EQ(L.rep.code["inner"].qualname, "outer.<locals>.inner");
+    EXPECT_EQ(L.rep.code["module"].qualname, "<module>");
+    EXPECT_EQ(L.rep.code["method"].filename, script_path());
+
+    Symbolizer sym;
+    sym.add_process(L.child.pid(), L.target.layout);
+    EXPECT_EQ(sym.cached_code_objects(), 0u);
+
+    // A six-deep stack, leaf first as BPF records it.
+    const std::vector<std::string> leaf_first = {"method", "inner", "cjk", "latin", "modfunc", "module"};
+    std::vector<pbp_frame> frames;
+    for (auto& l : leaf_first) frames.push_back(L.frame(l));
+    auto st = make_stack(L.child.pid(), frames);
+    std::map<std::string, uint64_t> problems;
+    std::vector<Frame> out = sym.symbolize(L.child.pid(), *st, problems);
+    ASSERT_EQ(out.size(), leaf_first.size()) << dump(out);
+    EXPECT_TRUE(problems.empty()) << problems.begin()->first;
+    for (size_t i = 0; i < out.size(); i++) {
+        const std::string& label = leaf_first[leaf_first.size() - 1 - i];  // root first
+        const CodeFacts& f = L.rep.code[label];
+        SCOPED_TRACE(label + " at frame " + std::to_string(i) + "\n" + dump(out));
+        EXPECT_FALSE(out[i].synthetic);
+        EXPECT_EQ(out[i].name, f.qualname);
+        EXPECT_EQ(out[i].file, f.filename);
+        EXPECT_EQ(out[i].line, f.line) << "instr " << f.instr;
+        EXPECT_GT(out[i].line, 0);
+        EXPECT_NE(out[i].line, f.firstlineno) << "the chosen instruction is not on the def line";
+    }
+    EXPECT_EQ(out.front().name, "<module>");
+    EXPECT_EQ(out.back().name, "Klass.method");
+    EXPECT_EQ(sym.cached_code_objects(), leaf_first.size());
+
+    // Every code unit of every function, against co_positions().
+    for (auto& label : leaf_first) {
+        const CodeFacts& f = L.rep.code[label];
+        ASSERT_FALSE(f.units.empty());
+        ASSERT_LE(f.units.size(), static_cast<size_t>(PBP_MAX_DEPTH));
+        std::vector<pbp_frame> fr;
+        for (uint32_t u = 0; u < f.units.size(); u++) fr.push_back(L.frame(label, u));
+        auto sweep = make_stack(L.child.pid(), fr);
+        problems.clear();
+        auto got = sym.symbolize(L.child.pid(), *sweep, problems);
+        ASSERT_EQ(got.size(), f.units.size());
+        EXPECT_TRUE(problems.empty());
+        for (uint32_t u = 0; u < f.units.size(); u++) {
+            // root first: got[k] is frames[n-1-k], i.e. unit n-1-k
+            uint32_t unit = static_cast<uint32_t>(f.units.size()) - 1 - u;
+            EXPECT_EQ(got[u].line, f.units[unit]) << label << " code unit " << unit;
+            EXPECT_EQ(got[u].name, f.qualname);
+        }
+    }
+
+    // No instruction offset, or one past the code: the name still, line 0.
+    problems.clear();
+    auto unk = make_stack(L.child.pid(), {L.frame("method", PBP_INSTR_UNKNOWN),
+                                          L.frame("method", static_cast<uint32_t>(L.rep.code["method"].units.size() + 50))});
+    auto u = sym.symbolize(L.child.pid(), *unk, problems);
+    ASSERT_EQ(u.size(), 2u);
+    for (auto& f : u) {
+        EXPECT_EQ(f.name, "Klass.method");
+        EXPECT_EQ(f.line, 0);
+        EXPECT_FALSE(f.synthetic);
+    }
+
+    // Distinct code objects have distinct checksums.
+    std::set<uint32_t> sums;
+    for (auto& [label, f] : L.rep.code) sums.insert(L.csum(f.addr));
+    EXPECT_EQ(sums.size(), L.rep.code.size());
+}
+
+TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
+    const Interpreter& in = GetParam();
+    Live L;
+    PBP_REQUIRE(L.start(in), L.error);
+    SCOPED_TRACE(in.name);
+    Symbolizer sym;
+    pid_t pid = L.child.pid();
+    sym.add_process(pid, L.target.layout);
+
+    pbp_frame good = L.frame("method");
+    std::map<std::string, uint64_t> problems;
+    auto out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].name, "Klass.method");
+    ASSERT_EQ(sym.cached_code_objects(), 1u);
+
+    // Same address, another checksum: what a sample of a different code object at a
+    // reused address looks like. Synthetic, counted, never the cached name.
+    pbp_frame bad = good;
+    bad.csum ^= 0x5a5a5a5au;
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {bad}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].synthetic);
+    EXPECT_EQ(out[0].name.rfind("[unknown: ", 0), 0u) << out[0].name;
+    EXPECT_EQ(out[0].name.find("method"), std::string::npos) << out[0].name;
+    EXPECT_EQ(out[0].line, 0);
+    EXPECT_EQ(out[0].file, "");
+    EXPECT_EQ(total(problems), 1u);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ("[unknown: " + problems.begin()->first + "]", out[0].name);
+
+    // Mixed with good frames: only the bad one is synthetic, each problem counted.
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {bad, L.frame("modfunc"), bad}), problems);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_TRUE(out[0].synthetic);
+    EXPECT_EQ(out[1].name, "module_function");
+    EXPECT_TRUE(out[2].synthetic);
+    EXPECT_EQ(total(problems), 2u);
+
+    // The good checksum still resolves (the cache was not poisoned by the bad lookups).
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].name, "Klass.method");
+    EXPECT_FALSE(out[0].synthetic);
+    EXPECT_TRUE(problems.empty());
+}
+
+// A real reuse: the child frees a code object and allocates new ones until one lands at the
+// same address.
+TEST_P(SymbolizerLive, RealAddressReuse) {
+    const Interpreter& in = GetParam();
+    Live L;
+    PBP_REQUIRE(L.start(in), L.error);
+    SCOPED_TRACE(in.name);
+    Symbolizer sym;
+    pid_t pid = L.child.pid();
+    sym.add_process(pid, L.target.layout);
+
+    ASSERT_TRUE(L.rep.code.count("victim"));
+    pbp_frame old = L.frame("victim");
+    std::map<std::string, uint64_t> problems;
+    auto out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].name, "victim");
+    EXPECT_EQ(out[0].line, L.rep.code["victim"].line);
+
+    std::ofstream(L.trigger).put('x');
+    Target after = wait_for(L.child, "swapped");
+    ASSERT_TRUE(after.ok) << L.child.err();
+    PBP_REQUIRE(after.code.count("newcomer"), "no code object reused the freed address:\n" + after.raw);
+    const CodeFacts& nc = after.code["newcomer"];
+    ASSERT_EQ(nc.addr, old.code);
+    L.rep = after;
+
+    pbp_frame fresh = L.frame("newcomer");
+    ASSERT_EQ(fresh.code, old.code);
+    ASSERT_NE(fresh.csum, old.csum) << "checksum cannot tell the two code objects apart";
+
+    // A late read of a stack sampled while the victim lived: its checksum is the victim's,
+    // so the victim's (cached) name is the right answer, not the newcomer's.
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
+    EXPECT_EQ(out[0].name, "victim");
+
+    // A sample of the new code object gets the new name and line, never the cached one.
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_FALSE(out[0].synthetic);
+    EXPECT_EQ(out[0].name, nc.qualname);
+    EXPECT_NE(out[0].name, "victim");
+    EXPECT_EQ(out[0].line, nc.line);
+    EXPECT_EQ(out[0].file, "<reuse>");
+    EXPECT_TRUE(problems.empty());
+
+    // The victim's checksum now cannot be resolved from memory any more: a synthetic,
+    // counted frame, never the newcomer's name.
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].synthetic) << out[0].name;
+    EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
+    EXPECT_EQ(out[0].name.rfind("[unknown: ", 0), 0u) << out[0].name;
+    EXPECT_EQ(total(problems), 1u);
+
+    // And the newcomer is still resolved (from the cache) afterwards.
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].name, nc.qualname);
+}
+
+TEST_P(SymbolizerLive, DeadProcess) {
+    const Interpreter& in = GetParam();
+    Live L;
+    PBP_REQUIRE(L.start(in), L.error);
+    SCOPED_TRACE(in.name);
+    Symbolizer sym;
+    pid_t pid = L.child.pid();
+    sym.add_process(pid, L.target.layout);
+
+    pbp_frame cached = L.frame("method");
+    pbp_frame uncached = L.frame("modfunc");
+    std::map<std::string, uint64_t> problems;
+    auto out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].name, "Klass.method");
+
+    L.child.signal(SIGKILL);
+    ASSERT_GE(L.child.wait(10), 0);
+
+    // Cached code objects still resolve after the process is gone (samples read late).
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {uncached, cached}), problems);
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].name, "Klass.method");
+    EXPECT_EQ(out[0].line, L.rep.code["method"].line);
+    // An address never read before cannot be: a synthetic "unreadable" frame, counted.
+    EXPECT_TRUE(out[1].synthetic);
+    EXPECT_EQ(out[1].name.rfind("[unknown: ", 0), 0u) << out[1].name;
+    EXPECT_NE(out[1].name.find("unreadable"), std::string::npos) << out[1].name;
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems.begin()->first.find("unreadable"), std::string::npos);
+    EXPECT_EQ(problems.begin()->second, 1u);
+
+    // Once removed, nothing of it resolves any more.
+    sym.remove_process(pid);
+    EXPECT_EQ(sym.cached_code_objects(), 0u);
+    problems.clear();
+    out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].synthetic);
+    EXPECT_EQ(out[0].name, "[unknown: process no longer tracked]");
+    EXPECT_EQ(problems["process no longer tracked"], 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, SymbolizerLive, testing::ValuesIn(interpreters()), param_name);
+
+TEST(SymbolizerCoverage, HostAndPyenv312And313Present) {
+    std::set<std::string> have;
+    for (auto& i : interpreters()) have.insert(i.name.substr(0, i.name.find('-')) + "-" + i.version);
+    std::error_code ec;
+    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
+    PBP_REQUIRE(have.count("pyenv-3.12"), "no pyenv CPython 3.12");
+    PBP_REQUIRE(have.count("pyenv-3.13"), "no pyenv CPython 3.13");
+}
+
+TEST(SymbolizerOffline, UnknownProcess) {
+    Symbolizer sym;
+    auto st = make_stack(424242, {{0x1000, 3, 7}, {0x2000, 4, 8}});
+    std::map<std::string, uint64_t> problems;
+    auto out = sym.symbolize(424242, *st, problems);
+    ASSERT_EQ(out.size(), 2u);
+    for (auto& f : out) {
+        EXPECT_TRUE(f.synthetic);
+        EXPECT_EQ(f.name, "[unknown: process no longer tracked]");
+    }
+    EXPECT_EQ(problems["process no longer tracked"], 2u);
+    EXPECT_EQ(sym.cached_code_objects(), 0u);
+}
+
+TEST(SymbolizerOffline, ChecksumUsesOnlyTheDeclaredFields) {
+    pbp_py_offsets off{};
+    off.csum_off[0] = 8;
+    off.csum_size[0] = 8;
+    off.csum_off[1] = 20;
+    off.csum_size[1] = 4;
+    uint8_t w[64] = {};
+    for (int i = 0; i < 64; i++) w[i] = static_cast<uint8_t>(i * 7 + 1);
+    uint32_t base = Symbolizer::code_checksum(off, w, sizeof w);
+    uint64_t f0;
+    uint32_t f1;
+    std::memcpy(&f0, w + 8, 8);
+    std::memcpy(&f1, w + 20, 4);
+    EXPECT_EQ(base, pbp_csum_step(pbp_csum_step(0, f0), f1)) << "must match the BPF side (abi.h)";
+    uint8_t w2[64];
+    std::memcpy(w2, w, sizeof w);
+    w2[0] ^= 1;   // outside every field
+    w2[30] ^= 1;
+    EXPECT_EQ(Symbolizer::code_checksum(off, w2, sizeof w2), base);
+    w2[21] ^= 1;  // inside field 1
+    EXPECT_NE(Symbolizer::code_checksum(off, w2, sizeof w2), base);
+    std::memcpy(w2, w, sizeof w);
+    w2[15] ^= 0x80;  // last byte of field 0
+    EXPECT_NE(Symbolizer::code_checksum(off, w2, sizeof w2), base);
+}
+
+}  // namespace
