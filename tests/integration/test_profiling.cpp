@@ -10,6 +10,7 @@
 #include <sstream>
 #include <regex>
 #include <thread>
+#include <ctime>
 
 #include "speedscope_reader.h"
 #include "test_support.h"
@@ -147,17 +148,30 @@ TEST_P(Profiling, AllPythonCatchesLateStart) {
     std::string out = dir + "/all.json";
     Child prof({pybpfprof_bin(), "-q", "--all-python", "-d", "4", "-o", out}, dir);
     sleep(1);
+    timespec spawn{};
+    clock_gettime(CLOCK_REALTIME, &spawn);
     Child late(py("late_worker.py", {"2"}), dir);
     EXPECT_EQ(late.wait(30), 0);
     ASSERT_EQ(prof.wait(60), 0) << prof.err();
     auto p = read_speedscope(out);
     std::string pidtag = "(pid " + std::to_string(late.pid());
     size_t n = 0;
-    for (auto& t : p.threads)
-        if (t.profile_name.find(pidtag) != std::string::npos)
-            for (auto& s : t.samples) n += has_frame(s, "late_worker_busy");
-    // ~2 s of CPU at 99 Hz: demand most of it, i.e. it was caught right after its exec.
-    EXPECT_GT(n, 150u) << prof.err();
+    double first = 1e9;
+    for (size_t i = 0; i < p.threads.size(); i++) {
+        auto& t = p.threads[i];
+        if (t.profile_name.find(pidtag) == std::string::npos) continue;
+        for (auto& s : t.samples) n += has_frame(s, "late_worker_busy");
+        first = std::min(first, p.raw["profiles"][i]["startValue"].get<double>());
+    }
+    // Caught right after its exec: nearly all of its CPU time is sampled (99 Hz).
+    double cpu = std::stod(late.out().substr(late.out().find("cpu_seconds ") + 12));
+    EXPECT_GT(n, 0.85 * 99 * cpu) << "cpu seconds " << cpu << "\n" << prof.err();
+    // Exec to first sample within 200 ms (the file gives the run start and each profile's
+    // first sample relative to it).
+    double start_unix = p.raw["pybpfprof"]["start_unix_ns"].get<double>() / 1e9;
+    double latency = start_unix + first - (spawn.tv_sec + spawn.tv_nsec / 1e9);
+    EXPECT_LT(latency, 0.2) << "exec to first sample, seconds";
+    EXPECT_GT(latency, -0.05);
 }
 
 TEST_P(Profiling, CtrlCWritesValidFile) {
@@ -182,8 +196,9 @@ TEST_P(Profiling, TargetExitingMidRunKeepsSamples) {
     EXPECT_EQ(r.status, 3) << r.err;
     EXPECT_NE(r.err.find("exited during the run"), std::string::npos) << r.err;
     auto p = read_speedscope(out);
-    // ~2 s of the 2.5 s busy loop fall inside the run (startup included): ~200 at 99 Hz.
-    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "late_worker_busy"); }), 120u);
+    // Most of its CPU time falls inside the run (it started 0.2 s before pybpfprof).
+    double cpu = std::stod(target.out().substr(target.out().find("cpu_seconds ") + 12));
+    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "late_worker_busy"); }), 0.6 * 99 * cpu) << cpu;
 }
 
 TEST_P(Profiling, IdleTargetIsNotAnError) {
@@ -266,6 +281,22 @@ TEST_P(Profiling, UnwritableOutputFallsBackAndKeepsSamples) {
     EXPECT_GT(p.count([](auto& s) { return has_frame(s, "hot_seventy"); }), 50u);
     std::filesystem::remove(fallback);
     EXPECT_TRUE(target.running());
+}
+
+TEST_P(Profiling, LiveStatusLineOnATerminal) {
+    Child target(py("cpu_split.py", {"10"}), dir);
+    usleep(300000);
+    std::string cmd = pybpfprof_bin() + " --no-summary -d 1.5 --pid " + std::to_string(target.pid()) + " -o " + dir +
+                      "/tty.json";
+    // script(1) gives pybpfprof a terminal on stderr and copies what it shows to stdout.
+    auto r = run({"script", "-q", "-e", "-c", cmd, "/dev/null"}, 60);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("\r\033[Kpybpfprof: "), std::string::npos) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(pybpfprof: \d+\.\ds  \d+ samples  1 processes  0 lost)"))) << r.out;
+    // Without a terminal there is no status line.
+    auto plain = run({pybpfprof_bin(), "--no-summary", "-d", "0.5", "--pid", std::to_string(target.pid()), "-o",
+                      dir + "/plain.json"});
+    EXPECT_EQ(plain.err.find("\033[K"), std::string::npos) << plain.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, Profiling, ::testing::ValuesIn(interpreters()),
