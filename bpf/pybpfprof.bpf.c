@@ -317,8 +317,11 @@ static long fwalk_cb(__u32 i, void *ctx)
 
 /* ---- the sampler ----------------------------------------------------------- */
 
+/* wake: the consumer must see this record now (a new stack: its code objects may be
+ * short-lived, e.g. module bodies, so symbolize before they are freed). Other samples
+ * are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
 static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id, __u32 depth,
-				__u32 flags, __u32 reason)
+				__u32 flags, __u32 reason, int wake)
 {
 	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -337,8 +340,9 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 	e->_pad = 0;
 	e->ppid = 0;
 	e->_pad2 = 0;
-	bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-											     : BPF_RB_NO_WAKEUP);
+	if (!wake)
+		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes;
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	stat_add(PBP_STAT_EMITTED, 1);
 	if (reason)
 		stat_add(PBP_STAT_REASON_BASE + reason, 1);
@@ -413,14 +417,14 @@ static __always_inline int sample(int use_loop)
 	__u32 reason = PBP_OK;
 	__u64 ts = find_tstate(proc, pid_tgid, now, use_loop, &reason);
 	if (!ts)
-		return emit(now, tgid, tid, 0, 0, 0, reason);
+		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
 
 	const struct pbp_py_offsets *off = &proc->off;
 	__u64 frame = rd_u64(ts + off->tstate_frame);
 	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
 		frame = rd_u64(frame + off->cframe_current_frame);
 	if (!frame)
-		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME);
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -447,18 +451,21 @@ static __always_inline int sample(int use_loop)
 	if (w.flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!w.depth)
-		return emit(now, tgid, tid, 0, 0, w.flags, w.reason ? w.reason : PBP_ERR_NO_FRAME);
+		return emit(now, tgid, tid, 0, 0, w.flags, w.reason ? w.reason : PBP_ERR_NO_FRAME, 0);
 
 	__u64 id = w.hash ? w.hash : 1;
+	int fresh = 0;
 	if (!bpf_map_lookup_elem(&stacks, &id)) {
 		s->stack.depth = w.depth;
 		s->stack.pid = tgid;
-		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0)
+		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
 			stat_add(PBP_STAT_STACK_NEW, 1);
-		else if (!bpf_map_lookup_elem(&stacks, &id))
-			return emit(now, tgid, tid, 0, w.depth, w.flags, PBP_ERR_STACK_MAP);
+			fresh = 1;
+		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
+			return emit(now, tgid, tid, 0, w.depth, w.flags, PBP_ERR_STACK_MAP, 0);
+		}
 	}
-	return emit(now, tgid, tid, id, w.depth, w.flags, w.reason);
+	return emit(now, tgid, tid, id, w.depth, w.flags, w.reason, fresh);
 }
 
 SEC("perf_event")

@@ -1,5 +1,7 @@
 #include "symbolizer.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "cpython/linetable.h"
@@ -64,6 +66,9 @@ const Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32
     if (qn) name = cpython::read_unicode(*p.mem, obj, qn);
     if (!name && nm) name = cpython::read_unicode(*p.mem, obj, nm);
     if (!name) {
+        if (getenv("PYBPFPROF_DEBUG"))
+            fprintf(stderr, "pybpfprof: debug: code %#lx: qualname %#lx name %#lx unreadable\n", (unsigned long)addr,
+                    (unsigned long)qn, (unsigned long)nm);
         problem = "code object name unreadable";
         return nullptr;
     }
