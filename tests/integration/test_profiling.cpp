@@ -1,6 +1,7 @@
 // End-to-end: the real BPF program profiling real CPython processes (needs root).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -355,8 +356,16 @@ TEST_F(BadInput, NoBtf) {
 }
 
 TEST_F(BadInput, NotRoot) {
-    auto r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-                  pybpfprof_bin(), "--all-python", "-d", "1", "-o", "/tmp/x.json"});
+    // An unprivileged user runs a copy they can reach (the build tree may be under /root).
+    char tmpl[] = "/tmp/pbp-notroot-XXXXXX";
+    std::string d = mkdtemp(tmpl);
+    chmod(d.c_str(), 0755);
+    std::string bin = d + "/pybpfprof";
+    std::filesystem::copy_file(pybpfprof_bin(), bin);
+    chmod(bin.c_str(), 0755);
+    auto r = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin,
+                  "--all-python", "-d", "1", "-o", "/tmp/x.json"});
+    std::filesystem::remove_all(d);
     expect_one_line_error(r, 1, "needs root or CAP_BPF+CAP_PERFMON");
 }
 
