@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace fs = std::filesystem;
 
@@ -22,20 +24,42 @@ bool in_ci() {
     return ci && std::string(ci) == "true";
 }
 
-CmdResult run(const std::vector<std::string>& argv, int timeout_s) {
-    CmdResult r;
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return r;
+namespace {
+
+int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+// Forks and execs argv (PATH lookup; exit code 127 if that fails) with 'in', 'out' and 'err'
+// as its stdin, stdout and stderr (-1: the test's own), in a process group of its own if
+// 'own_group'.
+pid_t spawn(const std::vector<std::string>& argv, int in, int out, int err, bool own_group = false) {
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
+        if (in >= 0) dup2(in, 0);
+        if (out >= 0) dup2(out, 1);
+        if (err >= 0) dup2(err, 2);
+        if (own_group) setpgid(0, 0);
         std::vector<char*> a;
         for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
         a.push_back(nullptr);
         execvp(a[0], a.data());
         _exit(127);
     }
+    return pid;
+}
+
+int ms_until(std::chrono::steady_clock::time_point deadline) {
+    return static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+            .count());
+}
+
+}  // namespace
+
+CmdResult run(const std::vector<std::string>& argv, int timeout_s) {
+    CmdResult r;
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) return r;
+    pid_t pid = spawn(argv, -1, out[1], err[1]);
     close(out[1]);
     close(err[1]);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -43,9 +67,7 @@ CmdResult run(const std::vector<std::string>& argv, int timeout_s) {
     int open_fds = 2;
     char buf[65536];
     while (open_fds > 0) {
-        int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      deadline - std::chrono::steady_clock::now())
-                                      .count());
+        int ms = ms_until(deadline);
         if (ms <= 0) {
             kill(pid, SIGKILL);
             break;
@@ -67,60 +89,44 @@ CmdResult run(const std::vector<std::string>& argv, int timeout_s) {
         if (f.fd >= 0) close(f.fd);
     int st = 0;
     waitpid(pid, &st, 0);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.status = exit_code(st);
     return r;
 }
 
-Child::Child(const std::vector<std::string>& argv, const std::string& dir) {
-    static int n = 0;
-    out_path_ = dir + "/child" + std::to_string(n) + ".out";
-    err_path_ = dir + "/child" + std::to_string(n++) + ".err";
-    pid_ = fork();
-    if (pid_ == 0) {
-        int o = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(o, 1);
-        dup2(e, 2);
-        setpgid(0, 0);
-        std::vector<char*> a;
-        for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-        a.push_back(nullptr);
-        execvp(a[0], a.data());
-        _exit(127);
-    }
+std::vector<std::string> with_args(std::vector<std::string> argv, std::initializer_list<std::string> more) {
+    argv.insert(argv.end(), more);
+    return argv;
 }
 
-Child::Child(Child&& o) noexcept { *this = std::move(o); }
-Child& Child::operator=(Child&& o) noexcept {
-    std::swap(pid_, o.pid_);
-    std::swap(status_, o.status_);
-    std::swap(out_path_, o.out_path_);
-    std::swap(err_path_, o.err_path_);
-    return *this;
-}
+// ---- Process -------------------------------------------------------------------------------
 
-Child::~Child() {
+Process::~Process() {
     if (pid_ > 0 && status_ < 0) {
         kill(pid_, SIGKILL);
         waitpid(pid_, nullptr, 0);
     }
 }
 
-void Child::signal(int sig) const {
+void Process::swap(Process& o) noexcept {
+    std::swap(pid_, o.pid_);
+    std::swap(status_, o.status_);
+}
+
+void Process::signal(int sig) const {
     if (pid_ > 0 && status_ < 0) kill(pid_, sig);
 }
 
-bool Child::running() {
+bool Process::running() {
     if (pid_ <= 0 || status_ >= 0) return false;
     int st;
     if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        status_ = exit_code(st);
         return false;
     }
     return true;
 }
 
-int Child::wait(int timeout_s) {
+int Process::wait(int timeout_s) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     while (running()) {
         if (std::chrono::steady_clock::now() > deadline) return -1;
@@ -129,12 +135,90 @@ int Child::wait(int timeout_s) {
     return status_;
 }
 
+// ---- Child ---------------------------------------------------------------------------------
+
+Child::Child(const std::vector<std::string>& argv, const std::string& dir) {
+    static int n = 0;
+    out_path_ = dir + "/child" + std::to_string(n) + ".out";
+    err_path_ = dir + "/child" + std::to_string(n++) + ".err";
+    int o = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_ = spawn(argv, -1, o, e, /*own_group=*/true);
+    if (o >= 0) close(o);
+    if (e >= 0) close(e);
+}
+
 std::string Child::out() const { return read_file(out_path_); }
 std::string Child::err() const { return read_file(err_path_); }
+
+// ---- Reporter ------------------------------------------------------------------------------
+
+Reporter::Reporter(const std::vector<std::string>& argv) {
+    err_path_ = temp_dir() + "/stderr";
+    int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int out[2];
+    if (in >= 0 && e >= 0 && pipe2(out, O_CLOEXEC) == 0) {
+        pid_ = spawn(argv, in, out[1], e);
+        close(out[1]);
+        fd_ = out[0];
+    }
+    if (in >= 0) close(in);
+    if (e >= 0) close(e);
+}
+
+Reporter::Reporter(Reporter&& o) noexcept { *this = std::move(o); }
+Reporter& Reporter::operator=(Reporter&& o) noexcept {
+    Process::operator=(std::move(o));
+    std::swap(fd_, o.fd_);
+    std::swap(buf_, o.buf_);
+    std::swap(err_path_, o.err_path_);
+    return *this;
+}
+
+Reporter::~Reporter() {
+    if (fd_ >= 0) close(fd_);
+}
+
+template <class Done>
+void Reporter::read_while_not(Done done, int timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!done() && fd_ >= 0) {
+        int ms = ms_until(deadline);
+        if (ms <= 0) break;
+        struct pollfd p{fd_, POLLIN, 0};
+        if (poll(&p, 1, ms) <= 0) break;
+        char b[4096];
+        ssize_t n = ::read(fd_, b, sizeof b);
+        if (n <= 0) break;
+        buf_.append(b, n);
+    }
+}
+
+std::vector<std::string> Reporter::read_lines(size_t n, int timeout_s) {
+    read_while_not([&] { return static_cast<size_t>(std::count(buf_.begin(), buf_.end(), '\n')) >= n; },
+                   timeout_s);
+    std::vector<std::string> v;
+    for (size_t pos = 0, nl; (nl = buf_.find('\n', pos)) != std::string::npos; pos = nl + 1)
+        v.push_back(buf_.substr(pos, nl - pos));
+    return v;
+}
+
+bool Reporter::read_until(const std::string& line, int timeout_s) {
+    auto seen = [&] {
+        return buf_.compare(0, line.size() + 1, line + "\n") == 0 ||
+               buf_.find("\n" + line + "\n") != std::string::npos;
+    };
+    read_while_not(seen, timeout_s);
+    return seen();
+}
+
+std::string Reporter::err() const { return read_file(err_path_); }
 
 std::string source_dir() { return PBP_SOURCE_DIR; }
 std::string binary_dir() { return PBP_BINARY_DIR; }
 std::string pybpfprof_bin() { return PBP_BIN; }
+std::string tool_path(const std::string& name) { return source_dir() + "/tests/tools/" + name; }
 
 std::string read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -167,6 +251,21 @@ std::string temp_dir() {
     return d;
 }
 
+std::string unhex(std::string_view hex) {
+    std::string s;
+    s.reserve(hex.size() / 2);
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+        s.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+    return s;
+}
+
+std::string interpreter_test_name(const ::testing::TestParamInfo<Interpreter>& info) {
+    std::string s = info.param.name;
+    for (auto& c : s)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
 Interpreter host_python() { return {"host-3.11", {"/usr/bin/python3.11"}, "3.11"}; }
 
 std::vector<Interpreter> pyenv_pythons() {
@@ -184,6 +283,22 @@ std::vector<Interpreter> pyenv_pythons() {
         if (fs::exists(exe)) v.push_back({"pyenv-" + name, {exe.string()}, minor});
     }
     std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.name < b.name; });
+    return v;
+}
+
+std::string chroot_dir(const std::string& name) { return "/var/cache/pybpfprof/chroots/" + name; }
+
+std::vector<Interpreter> all_interpreters() {
+    std::vector<Interpreter> v{host_python()};
+    for (auto& i : pyenv_pythons()) v.push_back(i);
+    const std::pair<const char*, const char*> chrooted[] = {
+        {"sid", "3.14"}, {"sid", "3.15"}, {"bullseye", "3.9"}, {"trixie", "3.13"}};
+    for (auto& [chroot, minor] : chrooted) {
+        std::string root = chroot_dir(chroot), exe = std::string("python") + minor;
+        std::error_code ec;
+        if (fs::exists(root + "/usr/bin/" + exe, ec))
+            v.push_back({std::string(chroot) + "-" + minor, {"chroot", root, exe}, minor, root});
+    }
     return v;
 }
 

@@ -2,9 +2,13 @@
 #pragma once
 #include <sys/types.h>
 
+#include <initializer_list>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace pbp::test {
 
@@ -29,46 +33,102 @@ struct CmdResult {
 // Runs argv (no shell), capturing stdout/stderr.
 CmdResult run(const std::vector<std::string>& argv, int timeout_s = 120);
 
-// A process running in the background, its output going to files.
-class Child {
+// argv with more arguments appended: with_args(in.argv, {"-c", script}).
+std::vector<std::string> with_args(std::vector<std::string> argv, std::initializer_list<std::string> more);
+
+// What Child and Reporter have in common: a started process that is killed (SIGKILL) and
+// reaped when its owner is destroyed, unless it was seen to end before.
+class Process {
 public:
-    Child() = default;
-    Child(const std::vector<std::string>& argv, const std::string& dir);
-    Child(Child&& o) noexcept;
-    Child& operator=(Child&& o) noexcept;
-    ~Child();  // kills it if still running
     pid_t pid() const { return pid_; }
     void signal(int sig) const;
     // Waits up to timeout_s; returns the exit code (128+signal), or -1 on timeout.
     int wait(int timeout_s);
     bool running();
+
+protected:
+    Process() = default;
+    Process(Process&& o) noexcept { swap(o); }  // the moved-from one takes over ours, if any
+    Process& operator=(Process&& o) noexcept {
+        swap(o);
+        return *this;
+    }
+    ~Process();
+    void swap(Process& o) noexcept;
+    pid_t pid_ = -1;
+    int status_ = -1;
+};
+
+// A process running in the background, its output going to files (its own process group).
+class Child : public Process {
+public:
+    Child() = default;
+    Child(const std::vector<std::string>& argv, const std::string& dir);
+    Child(Child&& o) noexcept = default;
+    Child& operator=(Child&& o) noexcept = default;
+    ~Child() = default;  // kills it if still running
     std::string out() const;
     std::string err() const;
 
 private:
-    pid_t pid_ = -1;
-    int status_ = -1;
     std::string out_path_, err_path_;
+};
+
+// A process that reports on its stdout (a pipe), read line by line as the test needs it:
+// stdin is /dev/null, stderr goes to a file (err()). Killed and reaped when destroyed.
+class Reporter : public Process {
+public:
+    Reporter() = default;
+    explicit Reporter(const std::vector<std::string>& argv);
+    Reporter(Reporter&& o) noexcept;
+    Reporter& operator=(Reporter&& o) noexcept;
+    ~Reporter();
+    // Reads until n complete lines arrived (or EOF / timeout); returns the complete lines so far.
+    std::vector<std::string> read_lines(size_t n, int timeout_s = 30);
+    // Reads until a line equal to 'line' arrived; false on EOF / timeout.
+    bool read_until(const std::string& line, int timeout_s = 30);
+    // All of stdout read so far (the last line possibly incomplete).
+    const std::string& out() const { return buf_; }
+    std::string err() const;
+
+private:
+    template <class Done>
+    void read_while_not(Done done, int timeout_s);
+    int fd_ = -1;
+    std::string buf_, err_path_;
 };
 
 std::string source_dir();
 std::string binary_dir();
 std::string pybpfprof_bin();
+std::string tool_path(const std::string& name);  // tests/tools/NAME in the source tree
 std::string read_file(const std::string& path);
 std::string temp_dir();  // a fresh directory, removed at exit
+
+// "48690a" -> "Hi\n" (pairs of hex digits; a trailing odd digit is ignored).
+std::string unhex(std::string_view hex);
 
 // Python interpreters available to the tests, by name ("host-3.11", "pyenv-3.12", ...).
 struct Interpreter {
     std::string name;
     std::vector<std::string> argv;  // how to start it (may include chroot)
     std::string version;            // "3.12"
+    std::string root;               // the chroot it runs in ("" = none): it sees only files below
 };
 // gtest prints parameters with this (instead of a byte dump).
 inline void PrintTo(const Interpreter& i, std::ostream* os) { *os << i.name; }
+// gtest parameter name: the interpreter's name with every non-alphanumeric character as '_'.
+std::string interpreter_test_name(const ::testing::TestParamInfo<Interpreter>& info);
 
 // The host's Debian /usr/bin/python3.11 (static).
 Interpreter host_python();
 // pyenv builds under /root/.pyenv/versions matching a minor version ("3.12"), if present.
 std::vector<Interpreter> pyenv_pythons();
+// The Debian chroots' directory (/var/cache/pybpfprof/chroots/NAME).
+std::string chroot_dir(const std::string& name);
+// Every interpreter on the machine: host 3.11, the pyenv builds, then those present of the
+// chroots' (run with `chroot DIR pythonX.Y`, named "CHROOT-X.Y"): sid's 3.14 and 3.15,
+// bullseye's 3.9 and trixie's 3.13.
+std::vector<Interpreter> all_interpreters();
 
 }  // namespace pbp::test

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -474,16 +473,10 @@ TEST(Aggregator, RefreshKeepsNamesOfThreadsThatAreGone) {
 TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
-    std::string dir = pbp::test::temp_dir();
-    std::string script = pbp::test::source_dir() + "/tests/tools/unit_symbolizer_target.py";
-    pbp::test::Child c({"/usr/bin/python3.11", script, dir + "/never"}, dir);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    std::string out;
-    while ((out = c.out()).find("\nready\n") == std::string::npos) {
-        ASSERT_TRUE(c.running()) << c.err();
-        ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-        usleep(20000);
-    }
+    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
+    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
+    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
+    const std::string& out = c.out();
     struct Code {
         uint64_t addr;
         uint32_t instr;

@@ -1,7 +1,8 @@
 // Discovery and ELF reading against real processes: every interpreter on the machine (Debian's
 // static python3.11, the pyenv builds with a shared libpython, 3.14/3.15 inside the sid
-// chroot), python started through ld.so, non-Python processes and dead PIDs. Ground truth
-// comes from the interpreter itself (tests/tools/unit_discovery_target.py, via ctypes).
+// chroot, 3.9 and 3.13 inside the bullseye and trixie chroots), python started through ld.so,
+// non-Python processes and dead PIDs. Ground truth comes from the interpreter itself
+// (tests/tools/unit_discovery_target.py, via ctypes).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,14 +28,13 @@ namespace fs = std::filesystem;
 using pbp::Discoverer;
 using pbp::Discovery;
 using pbp::DiscoveryResult;
-using pbp::test::Child;
 using pbp::test::Interpreter;
+using pbp::test::Reporter;
 
 namespace {
 
 const char* const kHostPython = "/usr/bin/python3.11";
 const char* const kLdSo = "/lib64/ld-linux-x86-64.so.2";
-const char* const kSidRoot = "/var/cache/pybpfprof/chroots/sid";
 
 const char* status_name(Discovery d) {
     switch (d) {
@@ -57,28 +57,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::vector<Interpreter> all_interpreters() {
-    std::vector<Interpreter> v{pbp::test::host_python()};
-    for (auto& i : pbp::test::pyenv_pythons()) v.push_back(i);
-    for (const char* minor : {"3.14", "3.15"}) {
-        std::error_code ec;
-        if (fs::exists(std::string(kSidRoot) + "/usr/bin/python" + minor, ec))
-            v.push_back({std::string("sid-") + minor, {"chroot", kSidRoot, std::string("python") + minor},
-                         minor});
-    }
-    return v;
-}
-
-std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
-    std::string s = info.param.name;
-    for (auto& c : s)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
-}
-
-std::string target_script() {
-    return pbp::test::read_file(pbp::test::source_dir() + "/tests/tools/unit_discovery_target.py");
-}
+std::string target_script() { return pbp::test::read_file(pbp::test::tool_path("unit_discovery_target.py")); }
 
 // What the child reported about itself ("key value..." lines, then "ready").
 struct Report {
@@ -100,16 +79,11 @@ struct Report {
     }
 };
 
-Report wait_report(Child& c, int timeout_s = 30) {
+Report wait_report(Reporter& c, int timeout_s = 30) {
     Report r;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    for (;;) {
-        r.raw = c.out();
-        if (r.raw.find("\nready\n") != std::string::npos) break;
-        if (!c.running() || std::chrono::steady_clock::now() > deadline) return r;
-        usleep(20000);
-    }
-    r.ready = true;
+    r.ready = c.read_until("ready", timeout_s);
+    r.raw = c.out();
+    if (!r.ready) return r;
     std::istringstream is(r.raw);
     for (std::string line; std::getline(is, line);) {
         std::istringstream ls(line);
@@ -201,10 +175,8 @@ class DiscoveryLive : public testing::TestWithParam<Interpreter> {};
 
 TEST_P(DiscoveryLive, MatchesTheInterpretersOwnView) {
     const Interpreter& in = GetParam();
-    std::vector<std::string> argv = in.argv;
-    argv.push_back("-c");
-    argv.push_back(target_script());
-    Child c(argv, pbp::test::temp_dir());
+    const std::vector<std::string> argv = pbp::test::with_args(in.argv, {"-c", target_script()});
+    Reporter c(argv);
     Report rep = wait_report(c);
     PBP_REQUIRE(rep.ready, in.name + " did not start: " + c.err());
     SCOPED_TRACE(in.name + "\n" + rep.raw);
@@ -221,13 +193,14 @@ TEST_P(DiscoveryLive, MatchesTheInterpretersOwnView) {
     EXPECT_EQ(again.target->interp_head_addr, r.target->interp_head_addr);
     EXPECT_EQ(again.target->interp_path, r.target->interp_path);
 
-    Child c2(argv, pbp::test::temp_dir());
+    Reporter c2(argv);
     Report rep2 = wait_report(c2);
     ASSERT_TRUE(rep2.ready) << c2.err();
     expect_matches_report(c2.pid(), d.discover(c2.pid()), rep2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Interpreters, DiscoveryLive, testing::ValuesIn(all_interpreters()), param_name);
+INSTANTIATE_TEST_SUITE_P(Interpreters, DiscoveryLive, testing::ValuesIn(pbp::test::all_interpreters()),
+                         pbp::test::interpreter_test_name);
 
 TEST(DiscoveryCoverage, HostAndPyenv312And313Present) {
     std::error_code ec;
@@ -242,7 +215,7 @@ TEST(DiscoveryCoverage, HostAndPyenv312And313Present) {
 TEST(DiscoveryHost, StaticPython311) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
-    Child c({kHostPython, "-c", target_script()}, pbp::test::temp_dir());
+    Reporter c({kHostPython, "-c", target_script()});
     Report rep = wait_report(c);
     ASSERT_TRUE(rep.ready) << c.err();
     SCOPED_TRACE(rep.raw);
@@ -269,7 +242,7 @@ TEST(DiscoveryHost, StaticPython311) {
 TEST(DiscoveryHost, StartedThroughTheDynamicLoader) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists(kHostPython, ec) && fs::exists(kLdSo, ec), "python3.11 or ld.so missing");
-    Child c({kLdSo, kHostPython, "-c", target_script()}, pbp::test::temp_dir());
+    Reporter c({kLdSo, kHostPython, "-c", target_script()});
     Report rep = wait_report(c);
     ASSERT_TRUE(rep.ready) << c.err();
     SCOPED_TRACE(rep.raw);
@@ -293,7 +266,7 @@ TEST(DiscoveryHost, StartedThroughTheDynamicLoader) {
 TEST(DiscoveryHost, DynamicLoaderLaunchIsNotReportedAsLibpython) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists(kHostPython, ec) && fs::exists(kLdSo, ec), "python3.11 or ld.so missing");
-    Child c({kLdSo, kHostPython, "-c", target_script()}, pbp::test::temp_dir());
+    Reporter c({kLdSo, kHostPython, "-c", target_script()});
     Report rep = wait_report(c);
     ASSERT_TRUE(rep.ready) << c.err();
     Discoverer d;
@@ -306,7 +279,7 @@ TEST(DiscoveryHost, DynamicLoaderLaunchIsNotReportedAsLibpython) {
 // ---- not Python / gone ---------------------------------------------------------------------
 
 TEST(DiscoveryNotPython, SleepIsNotPython) {
-    Child c({"sleep", "30"}, pbp::test::temp_dir());
+    pbp::test::Child c({"sleep", "30"}, pbp::test::temp_dir());
     // Wait until it runs sleep (not the forked test binary, not ld.so half-way).
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     DiscoveryResult r;
@@ -358,7 +331,7 @@ TEST(DiscoveryNotPython, DeadPidIsGone) {
 TEST(DiscoveryNotPython, KilledPythonIsGone) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
-    Child c({kHostPython, "-c", target_script()}, pbp::test::temp_dir());
+    Reporter c({kHostPython, "-c", target_script()});
     Report rep = wait_report(c);
     ASSERT_TRUE(rep.ready) << c.err();
     Discoverer d;
@@ -373,10 +346,7 @@ TEST(DiscoveryNotPython, KilledPythonIsGone) {
 // ---- ElfFile -------------------------------------------------------------------------------
 
 uint32_t hexversion_of(const std::vector<std::string>& argv) {
-    std::vector<std::string> a = argv;
-    a.push_back("-c");
-    a.push_back("import sys; print(sys.hexversion)");
-    auto r = pbp::test::run(a, 60);
+    auto r = pbp::test::run(pbp::test::with_args(argv, {"-c", "import sys; print(sys.hexversion)"}), 60);
     if (r.status != 0) return 0;
     return static_cast<uint32_t>(std::stoul(r.out));
 }
@@ -409,7 +379,7 @@ TEST(ElfFile, StrippedStaticPython311) {
     EXPECT_EQ(syms["_PyRuntime"], pyrt->addr) << "_PyRuntime is the start of .PyRuntime";
 
     // Non-PIE: link-time addresses are the runtime addresses the process reports.
-    Child c({kHostPython, "-c", target_script()}, pbp::test::temp_dir());
+    Reporter c({kHostPython, "-c", target_script()});
     Report rep = wait_report(c);
     ASSERT_TRUE(rep.ready) << c.err();
     EXPECT_EQ(syms["_PyRuntime"], rep.num("runtime"));
@@ -463,7 +433,7 @@ TEST(ElfFile, RejectsMissingAndNonElfFiles) {
     EXPECT_FALSE(pbp::ElfFile::open("/nonexistent/definitely/not/here", err));
     EXPECT_FALSE(err.empty());
     err.clear();
-    EXPECT_FALSE(pbp::ElfFile::open(pbp::test::source_dir() + "/tests/tools/unit_discovery_target.py", err));
+    EXPECT_FALSE(pbp::ElfFile::open(pbp::test::tool_path("unit_discovery_target.py"), err));
     EXPECT_FALSE(err.empty());
 }
 

@@ -1,18 +1,11 @@
 // CPython layouts: the built-in tables (3.6 .. 3.12) and the _Py_DebugOffsets decoder
 // (3.13+), checked against every interpreter on the machine by running
 // tests/tools/check_layout.py inside it.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
+#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <sstream>
@@ -23,90 +16,11 @@
 #include "target_memory.h"
 #include "test_support.h"
 
-namespace fs = std::filesystem;
 using namespace pbp::cpython;
 using pbp::test::Interpreter;
+using pbp::test::with_args;
 
 namespace {
-
-const char* const kSidRoot = "/var/cache/pybpfprof/chroots/sid";
-
-// Every interpreter to check: host 3.11, the pyenv builds, and 3.14/3.15 in the sid chroot.
-std::vector<Interpreter> all_interpreters() {
-    std::vector<Interpreter> v{pbp::test::host_python()};
-    for (auto& i : pbp::test::pyenv_pythons()) v.push_back(i);
-    for (const char* minor : {"3.14", "3.15"}) {
-        std::error_code ec;
-        if (fs::exists(std::string(kSidRoot) + "/usr/bin/python" + minor, ec))
-            v.push_back({std::string("sid-") + minor, {"chroot", kSidRoot, std::string("python") + minor},
-                         minor});
-    }
-    return v;
-}
-
-std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
-    std::string s = info.param.name;
-    for (auto& c : s)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
-}
-
-// A child process that keeps running until destroyed; its first stdout line is captured.
-class Spawned {
-public:
-    explicit Spawned(const std::vector<std::string>& argv) {
-        int out[2];
-        if (pipe2(out, O_CLOEXEC)) return;
-        pid_ = fork();
-        if (pid_ == 0) {
-            int devnull = open("/dev/null", O_RDONLY);
-            dup2(devnull, 0);
-            dup2(out[1], 1);
-            std::vector<char*> a;
-            for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-            a.push_back(nullptr);
-            execvp(a[0], a.data());
-            _exit(127);
-        }
-        close(out[1]);
-        fd_ = out[0];
-    }
-    ~Spawned() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-        if (fd_ >= 0) close(fd_);
-    }
-    pid_t pid() const { return pid_; }
-    // Reads until 'lines' newline-terminated lines arrived (or timeout / EOF).
-    std::string read_lines(int lines, int timeout_ms = 30000) {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        while (std::count(buf_.begin(), buf_.end(), '\n') < lines) {
-            int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          deadline - std::chrono::steady_clock::now())
-                                          .count());
-            if (ms <= 0 || fd_ < 0) break;
-            struct pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, ms) <= 0) break;
-            char b[4096];
-            ssize_t n = ::read(fd_, b, sizeof b);
-            if (n <= 0) break;
-            buf_.append(b, n);
-        }
-        return buf_;
-    }
-
-private:
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    std::string buf_;
-};
-
-std::vector<std::string> with_args(std::vector<std::string> argv, std::initializer_list<std::string> more) {
-    argv.insert(argv.end(), more);
-    return argv;
-}
 
 struct LiveInfo {
     uint32_t hexversion = 0;
@@ -129,14 +43,15 @@ std::optional<LiveInfo> live_info(const Interpreter& in) {
 // 3.13+: start the interpreter, read _Py_DebugOffsets out of it with ProcessMemory.
 std::optional<Layout> live_debug_offsets_layout(const Interpreter& in, std::string& error,
                                                 std::string& warning) {
-    Spawned p(with_args(in.argv,
-                        {"-c", "import ctypes, sys, time\n"
-                               "print(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "
-                               "'_PyRuntime')))\nsys.stdout.flush()\ntime.sleep(600)\n"}));
-    std::string out = p.read_lines(1);
+    pbp::test::Reporter p(with_args(in.argv,
+                                    {"-c", "import ctypes, sys, time\n"
+                                           "print(ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "
+                                           "'_PyRuntime')))\nsys.stdout.flush()\ntime.sleep(600)\n"}));
+    p.read_lines(1);
+    const std::string& out = p.out();
     uint64_t runtime = std::strtoull(out.c_str(), nullptr, 10);
     if (!runtime) {
-        error = "no _PyRuntime address from " + in.name + ": '" + out + "'";
+        error = "no _PyRuntime address from " + in.name + ": '" + out + "' " + p.err();
         return std::nullopt;
     }
     std::vector<uint8_t> raw(kDebugOffsetsReadSize);
@@ -198,7 +113,7 @@ std::string layout_json(const Layout& l) {
 // Runs tests/tools/check_layout.py inside the interpreter (passed with -c, so it also works
 // in the chroot).
 void expect_live_check(const Interpreter& in, const Layout& l) {
-    std::string script = pbp::test::read_file(pbp::test::source_dir() + "/tests/tools/check_layout.py");
+    std::string script = pbp::test::read_file(pbp::test::tool_path("check_layout.py"));
     ASSERT_FALSE(script.empty());
     std::string json = layout_json(l);
     auto r = pbp::test::run(with_args(in.argv, {"-c", script, json}), 120);
@@ -243,12 +158,13 @@ TEST_P(LayoutLive, MatchesInterpreter) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Interpreters, LayoutLive, testing::ValuesIn(all_interpreters()), param_name);
+INSTANTIATE_TEST_SUITE_P(Interpreters, LayoutLive, testing::ValuesIn(pbp::test::all_interpreters()),
+                         pbp::test::interpreter_test_name);
 
 // Under CI every interpreter the design relies on must be there.
 TEST(LayoutLiveCoverage, AllVersionsPresent) {
     std::set<std::string> have;
-    for (auto& in : all_interpreters()) have.insert(in.version);
+    for (auto& in : pbp::test::all_interpreters()) have.insert(in.version);
     for (const char* want : {"3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"})
         PBP_REQUIRE(have.count(want), std::string("no CPython ") + want + " interpreter to check against");
 }

@@ -325,15 +325,11 @@ const char* format_name(F f) {
     return "?";
 }
 
-std::string script_path() { return pbp::test::source_dir() + "/tests/tools/dump_linetables.py"; }
-std::string corpus_path() { return pbp::test::source_dir() + "/tests/tools/linetable_corpus"; }
+std::string script_path() { return pbp::test::tool_path("dump_linetables.py"); }
+std::string corpus_path() { return pbp::test::tool_path("linetable_corpus"); }
 
-std::string unhex(const std::string& h) {
-    std::string o;
-    o.reserve(h.size() / 2);
-    for (size_t i = 0; i + 1 < h.size(); i += 2) o.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return o;
-}
+// Parameter names of the per-minor-version suites: "py3_12".
+std::string minor_test_name(const ::testing::TestParamInfo<int>& info) { return "py3_" + std::to_string(info.param); }
 
 // Runs the dump under 'argv' (an interpreter command) and compares every instruction.
 // script/corpus are paths as the interpreter sees them (inside a chroot if any).
@@ -370,7 +366,7 @@ void compare_interpreter(const std::string& name, std::vector<std::string> argv,
     std::map<int, size_t> kinds311;  // entry codes seen in 3.11+ tables
     for (const auto& co : doc.at("code_objects")) {
         code_objects++;
-        const std::string table = unhex(co.at("table").get<std::string>());
+        const std::string table = pbp::test::unhex(co.at("table").get<std::string>());
         const int first = co.at("firstlineno");
         const size_t code_len = co.at("code_len");
         const auto& offsets = co.at("offsets");
@@ -433,8 +429,7 @@ TEST_P(LineTablePyenv, MatchesInterpreter) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Minor, LineTablePyenv, ::testing::Range(6, 14),
-                         [](const auto& info) { return "py3_" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Minor, LineTablePyenv, ::testing::Range(6, 14), minor_test_name);
 
 // Any other pyenv build (3.14+ one day); none is fine.
 TEST(LineTablePyenvOther, MatchesInterpreter) {
@@ -449,7 +444,7 @@ TEST(LineTablePyenvOther, MatchesInterpreter) {
 class LineTableSid : public ::testing::TestWithParam<int> {};
 
 TEST_P(LineTableSid, MatchesInterpreter) {
-    const fs::path root = "/var/cache/pybpfprof/chroots/sid";
+    const fs::path root = pbp::test::chroot_dir("sid");
     const int minor = GetParam();
     const std::string exe = "python3." + std::to_string(minor);
     if (!fs::is_directory(root)) GTEST_SKIP() << root << " does not exist";
@@ -468,7 +463,6 @@ TEST_P(LineTableSid, MatchesInterpreter) {
     fs::remove_all(outer, ec);
 }
 
-INSTANTIATE_TEST_SUITE_P(Minor, LineTableSid, ::testing::Values(14, 15),
-                         [](const auto& info) { return "py3_" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Minor, LineTableSid, ::testing::Values(14, 15), minor_test_name);
 
 }  // namespace

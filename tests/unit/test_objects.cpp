@@ -1,15 +1,6 @@
 // read_unicode / read_bytes: against real interpreters (every one on the machine) and
 // against synthetic objects in a fake address space.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -21,7 +12,6 @@
 #include "target_memory.h"
 #include "test_support.h"
 
-namespace fs = std::filesystem;
 using namespace pbp::cpython;
 using pbp::test::Interpreter;
 
@@ -170,81 +160,6 @@ TEST(ObjectsBytesSynthetic, Basic) {
 
 // ---- live interpreters --------------------------------------------------------------------
 
-const char* const kSidRoot = "/var/cache/pybpfprof/chroots/sid";
-
-std::vector<Interpreter> all_interpreters() {
-    std::vector<Interpreter> v{pbp::test::host_python()};
-    for (auto& i : pbp::test::pyenv_pythons()) v.push_back(i);
-    for (const char* minor : {"3.14", "3.15"}) {
-        std::error_code ec;
-        if (fs::exists(std::string(kSidRoot) + "/usr/bin/python" + minor, ec))
-            v.push_back({std::string("sid-") + minor, {"chroot", kSidRoot, std::string("python") + minor},
-                         minor});
-    }
-    return v;
-}
-
-std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
-    std::string s = info.param.name;
-    for (auto& c : s)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
-}
-
-// A child that keeps running until destroyed; reads its stdout line by line.
-class Spawned {
-public:
-    explicit Spawned(std::vector<std::string> argv) {
-        int out[2];
-        if (pipe2(out, O_CLOEXEC)) return;
-        pid_ = fork();
-        if (pid_ == 0) {
-            int devnull = open("/dev/null", O_RDONLY);
-            dup2(devnull, 0);
-            dup2(out[1], 1);
-            std::vector<char*> a;
-            for (auto& s : argv) a.push_back(s.data());
-            a.push_back(nullptr);
-            execvp(a[0], a.data());
-            _exit(127);
-        }
-        close(out[1]);
-        fd_ = out[0];
-    }
-    ~Spawned() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-        if (fd_ >= 0) close(fd_);
-    }
-    pid_t pid() const { return pid_; }
-    std::vector<std::string> lines(size_t n, int timeout_ms = 30000) {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        while (static_cast<size_t>(std::count(buf_.begin(), buf_.end(), '\n')) < n && fd_ >= 0) {
-            int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          deadline - std::chrono::steady_clock::now())
-                                          .count());
-            if (ms <= 0) break;
-            struct pollfd p{fd_, POLLIN, 0};
-            if (poll(&p, 1, ms) <= 0) break;
-            char b[4096];
-            ssize_t k = ::read(fd_, b, sizeof b);
-            if (k <= 0) break;
-            buf_.append(b, k);
-        }
-        std::vector<std::string> v;
-        std::istringstream is(buf_);
-        for (std::string l; std::getline(is, l);) v.push_back(l);
-        return v;
-    }
-
-private:
-    pid_t pid_ = -1;
-    int fd_ = -1;
-    std::string buf_;
-};
-
 std::vector<uint64_t> numbers(const std::string& line) {
     std::vector<uint64_t> v;
     std::istringstream is(line);
@@ -292,12 +207,9 @@ class ObjectsLive : public testing::TestWithParam<Interpreter> {};
 
 TEST_P(ObjectsLive, ReadsStringsAndBytes) {
     const Interpreter& in = GetParam();
-    std::vector<std::string> argv = in.argv;
-    argv.push_back("-c");
-    argv.push_back(kScript);
-    Spawned p(argv);
-    auto lines = p.lines(4);
-    PBP_REQUIRE(lines.size() >= 4, in.name + " did not report its objects");
+    pbp::test::Reporter p(pbp::test::with_args(in.argv, {"-c", kScript}));
+    auto lines = p.read_lines(4);
+    PBP_REQUIRE(lines.size() >= 4, in.name + " did not report its objects: " + p.err());
     auto head = numbers(lines[0]), strs = numbers(lines[1]), objs = numbers(lines[2]),
          bytes = numbers(lines[3]);
     ASSERT_EQ(head.size(), 2u);
@@ -358,6 +270,7 @@ TEST_P(ObjectsLive, ReadsStringsAndBytes) {
     EXPECT_FALSE(read_bytes(mem, lay, bytes[2], 255).has_value());
 }
 
-INSTANTIATE_TEST_SUITE_P(Interpreters, ObjectsLive, testing::ValuesIn(all_interpreters()), param_name);
+INSTANTIATE_TEST_SUITE_P(Interpreters, ObjectsLive, testing::ValuesIn(pbp::test::all_interpreters()),
+                         pbp::test::interpreter_test_name);
 
 }  // namespace

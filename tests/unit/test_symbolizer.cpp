@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,34 +25,21 @@
 namespace fs = std::filesystem;
 using pbp::Frame;
 using pbp::Symbolizer;
-using pbp::test::Child;
 using pbp::test::Interpreter;
+using pbp::test::Reporter;
 
 namespace {
 
+// co_qualname and co_positions() exist from 3.11 on. Not the chroots' interpreters: the target
+// script is run by its path here (and must come back as co_filename), which a chroot cannot see.
 std::vector<Interpreter> interpreters() {
-    std::vector<Interpreter> v{pbp::test::host_python()};
-    for (auto& i : pbp::test::pyenv_pythons()) {
-        // co_qualname and co_positions() exist from 3.11 on
-        int minor = std::stoi(i.version.substr(2));
-        if (minor >= 11) v.push_back(i);
-    }
+    std::vector<Interpreter> v;
+    for (auto& i : pbp::test::all_interpreters())
+        if (i.root.empty() && std::stoi(i.version.substr(2)) >= 11) v.push_back(i);
     return v;
 }
 
-std::string param_name(const testing::TestParamInfo<Interpreter>& info) {
-    std::string s = info.param.name;
-    for (auto& c : s)
-        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-    return s;
-}
-
-std::string unhex(const std::string& h) {
-    if (h == "-") return "";
-    std::string s;
-    for (size_t i = 0; i + 1 < h.size(); i += 2) s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return s;
-}
+std::string unhex(const std::string& h) { return h == "-" ? "" : pbp::test::unhex(h); }
 
 struct CodeFacts {
     uint64_t addr = 0;
@@ -72,16 +58,11 @@ struct Target {
     bool ok = false;
 };
 
-Target wait_for(Child& c, const std::string& marker, int timeout_s = 30) {
+Target wait_for(Reporter& c, const std::string& marker, int timeout_s = 30) {
     Target t;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    for (;;) {
-        t.raw = c.out();
-        if (t.raw.find("\n" + marker + "\n") != std::string::npos) break;
-        if (!c.running() || std::chrono::steady_clock::now() > deadline) return t;
-        usleep(20000);
-    }
-    t.ok = true;
+    t.ok = c.read_until(marker, timeout_s);
+    t.raw = c.out();
+    if (!t.ok) return t;
     std::istringstream is(t.raw);
     for (std::string line; std::getline(is, line);) {
         std::istringstream ls(line);
@@ -105,11 +86,11 @@ Target wait_for(Child& c, const std::string& marker, int timeout_s = 30) {
     return t;
 }
 
-std::string script_path() { return pbp::test::source_dir() + "/tests/tools/unit_symbolizer_target.py"; }
+std::string script_path() { return pbp::test::tool_path("unit_symbolizer_target.py"); }
 
 // A started target, discovered, registered with a Symbolizer.
 struct Live {
-    Child child;
+    Reporter child;
     std::string trigger;
     Target rep;
     pbp::PythonTarget target;
@@ -117,12 +98,8 @@ struct Live {
     std::string error;
 
     bool start(const Interpreter& in) {
-        std::string dir = pbp::test::temp_dir();
-        trigger = dir + "/swap";
-        std::vector<std::string> argv = in.argv;
-        argv.push_back(script_path());
-        argv.push_back(trigger);
-        child = Child(argv, dir);
+        trigger = pbp::test::temp_dir() + "/swap";
+        child = Reporter(pbp::test::with_args(in.argv, {script_path(), trigger}));
         rep = wait_for(child, "ready");
         if (!rep.ok) {
             error = in.name + " did not start: " + child.err();
@@ -425,7 +402,8 @@ TEST_P(SymbolizerLive, DeadProcess) {
     EXPECT_EQ(problems["process no longer tracked"], 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Interpreters, SymbolizerLive, testing::ValuesIn(interpreters()), param_name);
+INSTANTIATE_TEST_SUITE_P(Interpreters, SymbolizerLive, testing::ValuesIn(interpreters()),
+                         pbp::test::interpreter_test_name);
 
 TEST(SymbolizerCoverage, HostAndPyenv312And313Present) {
     std::set<std::string> have;
