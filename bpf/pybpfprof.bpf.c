@@ -83,8 +83,12 @@ struct {
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
 
-/* A negative thread-state entry is trusted this long before the list is walked again. */
-#define NEG_TTL_NS 1000000000ULL
+/* A negative thread-state entry ("this thread has no PyThreadState") is trusted this
+ * long before the list is walked again. Short, because a new Python thread's state is
+ * created by its parent and only bound to it (thread_id) once the thread runs: until then
+ * the thread looks native. 25 ms bounds both the misattribution at thread start and the
+ * re-walk cost for truly native threads. */
+#define NEG_TTL_NS 25000000ULL
 
 static __always_inline void stat_add(__u32 idx, __u64 n)
 {

@@ -119,10 +119,13 @@ void Aggregator::on_sample(const pbp_event& e) {
     if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;
 }
 
-void Aggregator::refresh_thread_names() {
+void Aggregator::refresh_thread_names(bool active_only) {
     for (auto& [pid, p] : profile_.processes) {
         if (p.exited) continue;
         for (auto& [tid, t] : p.threads) {
+            size_t& seen = named_at_[(static_cast<uint64_t>(pid) << 32) | tid];
+            if (active_only && seen == t.samples.size()) continue;
+            seen = t.samples.size();
             std::string n = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
             if (!n.empty()) t.name = n;
         }

@@ -24,8 +24,9 @@ public:
     void add_process(const PythonTarget& t);
     void mark_exited(pid_t pid);
     void on_sample(const pbp_event& e);
-    // Refreshes thread names of threads still alive (names are often set after start).
-    void refresh_thread_names();
+    // Re-reads the names of threads still alive (names are often set after a thread
+    // starts, e.g. with prctl). active_only: just threads sampled since the last call.
+    void refresh_thread_names(bool active_only = false);
 
     static const char* reason_label(uint32_t reason);
 
@@ -49,6 +50,7 @@ private:
     std::unordered_map<pid_t, std::unordered_map<uint64_t, BaseStack>> stack_ids_;  // pid -> BPF id
     std::vector<std::string> stack_problem_;  // per StackTable index: "" or why it is unresolved
     std::unique_ptr<pbp_stack> buf_;
+    std::unordered_map<uint64_t, size_t> named_at_;  // (pid << 32 | tid) -> samples when last named
 };
 
 }  // namespace pbp

@@ -126,6 +126,7 @@ private:
     bool tty_ = false;
     uint64_t last_status_ns_ = 0;
     uint64_t last_liveness_ns_ = 0;
+    uint64_t last_names_ns_ = 0;
 };
 
 bool Session::resolve_output(std::string& path, std::string& error) {
@@ -201,6 +202,7 @@ void Session::target_gone(pid_t pid) {
     // Samples already in the ring buffer are ordered before this point: consume them
     // while we still have the process's caches, then forget it.
     sampler_->drain();
+    agg_->refresh_thread_names(true);
     sampler_->remove_process(pid);
     symbolizer_.remove_process(pid);
     agg_->mark_exited(pid);
@@ -416,6 +418,10 @@ int Session::run() {
                 if (!procfs::exists(p)) target_gone(p);
             stop_reason = "program exited";
             break;
+        }
+        if (now - last_names_ns_ > 1000000000ULL) {
+            last_names_ns_ = now;
+            agg_->refresh_thread_names(true);
         }
         if (now - last_liveness_ns_ > 500000000ULL) {  // safety net for lost exit events
             last_liveness_ns_ = now;
