@@ -78,28 +78,28 @@ uint32_t Aggregator::sample_stack(const pbp_event& e) {
         it = ids.emplace(e.stack_id, std::move(b)).first;
     }
     BaseStack& b = it->second;
+    uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
+    auto v = b.variants.find(variant);
+    if (v != b.variants.end()) return v->second;
+
     std::string problem = b.problem;
-    uint32_t idx;
-    if (e.flags & (PBP_F_PARTIAL | PBP_F_TRUNCATED)) {
+    std::vector<uint32_t> frames;
+    if (variant) {
         Frame marker;
         marker.synthetic = true;
-        if (e.flags & PBP_F_PARTIAL) {
+        if (variant >= 2) {
             marker.name = std::string("[partial stack: ") + reason_label(e.reason) + "]";
             problem = std::string("partial stack: ") + reason_label(e.reason);
         } else {
             marker.name = "[truncated]";
         }
-        std::vector<uint32_t> v;
-        v.reserve(b.frames.size() + 1);
-        v.push_back(profile_.frames.intern(marker));
-        v.insert(v.end(), b.frames.begin(), b.frames.end());
-        idx = profile_.stacks.intern(v);
-    } else {
-        if (b.plain == UINT32_MAX) b.plain = profile_.stacks.intern(b.frames);
-        idx = b.plain;
+        frames.push_back(profile_.frames.intern(marker));
     }
+    frames.insert(frames.end(), b.frames.begin(), b.frames.end());
+    uint32_t idx = profile_.stacks.intern(frames);
     if (stack_problem_.size() <= idx) stack_problem_.resize(idx + 1);
     stack_problem_[idx] = problem;
+    b.variants.emplace(variant, idx);
     return idx;
 }
 

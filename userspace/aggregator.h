@@ -41,7 +41,9 @@ private:
     struct BaseStack {
         std::vector<uint32_t> frames;  // root first, interned
         std::string problem;           // "" or why some frame is unresolved
-        uint32_t plain = UINT32_MAX;   // StackTable index without a marker, once made
+        // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
+        // [partial stack: reason]; made once, so a repeated sample costs one lookup.
+        std::unordered_map<uint32_t, uint32_t> variants;
     };
 
     Profile& profile_;

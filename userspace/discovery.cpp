@@ -122,12 +122,13 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     // executable file mapping (interpreters started through ld.so, renamed binaries).
     std::vector<const procfs::Mapping*> first, rest;
     std::set<std::string> seen;
-    bool has_libc = false;
+    bool has_loader = false, has_glibc = false;
     for (auto& m : *maps) {
         if (m.inode == 0 || m.path.empty() || m.path[0] != '/') continue;
-        if (m.path.find("/libc.so") != std::string::npos || m.path.find("/libc-") != std::string::npos ||
-            m.path.find("ld-musl") != std::string::npos)
-            has_libc = true;
+        if (m.path.find("/ld-linux") != std::string::npos || m.path.find("/ld-musl") != std::string::npos)
+            has_loader = true;
+        if (m.path.find("/libc.so") != std::string::npos || m.path.find("/libc-") != std::string::npos)
+            has_glibc = true;
         std::string key = m.dev + ":" + std::to_string(m.inode);
         if (!seen.insert(key).second) continue;
         bool prefer = m.path == exe || basename_mentions_python(m.path);
@@ -227,15 +228,13 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         return r;
     }
 
-    // Nothing found. Still inside ld.so (libraries not all mapped yet)? Then maybe later.
-    bool static_exe = false;
-    for (auto& m : *maps)
-        if (m.path == exe) {
-            auto key = m.dev + ":" + std::to_string(m.inode);
-            auto it = cache_.find(key);
-            static_exe = it != cache_.end() && it->second->is_exec && !has_libc;
-        }
-    if (!has_libc && !static_exe) {
+    // Nothing found. A dynamic loader mapped but glibc not yet means ld.so is still
+    // mapping libraries (libpython may come next): maybe later. musl's loader is its libc,
+    // so there we cannot tell and the caller's bounded retries decide. Static binaries
+    // have no loader: the answer is final.
+    bool musl = false;
+    for (auto& m : *maps) musl |= m.path.find("/ld-musl") != std::string::npos;
+    if (has_loader && (!has_glibc || musl)) {
         r.status = Discovery::NotYet;
         r.reason = "still starting (dynamic loader)";
         return r;

@@ -37,7 +37,7 @@ uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, 
     return acc;
 }
 
-const Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
+Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
     auto it = p.code.find(addr);
     if (it != p.code.end() && it->second.csum == csum) return &it->second;
 
@@ -91,7 +91,7 @@ std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::ma
         const pbp_frame& f = st.frames[i];
         Frame fr;
         std::string problem;
-        const CodeInfo* ci = pit == procs_.end() ? nullptr : code_info(pit->second, f.code, f.csum, problem);
+        CodeInfo* ci = pit == procs_.end() ? nullptr : code_info(pit->second, f.code, f.csum, problem);
         if (pit == procs_.end()) problem = "process no longer tracked";
         if (!ci) {
             fr.name = "[unknown: " + problem + "]";
@@ -100,7 +100,7 @@ std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::ma
         } else {
             fr.name = ci->name;
             fr.file = ci->file;
-            auto& cache = const_cast<CodeInfo*>(ci)->lines;
+            auto& cache = ci->lines;
             auto li = cache.find(f.instr);
             if (li == cache.end())
                 li = cache.emplace(f.instr, cpython::line_for_instr(pit->second.layout.line_format, ci->linetable,

@@ -46,7 +46,7 @@ private:
         std::unique_ptr<ProcessMemory> mem;
         std::unordered_map<uint64_t, CodeInfo> code;  // by address
     };
-    const CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
+    CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
 
     std::unordered_map<pid_t, Proc> procs_;
 };
