@@ -105,6 +105,21 @@ static __always_inline __u64 rd_u64(__u64 addr)
 	return v;
 }
 
+static __always_inline __u32 rd_u32(__u64 addr)
+{
+	__u32 v = 0;
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr))
+		return 0;
+	return v;
+}
+
+/* A thread has one PyThreadState per interpreter it entered (sub-interpreters, 3.12+); the
+ * one in use is marked active. True when that is unknown (before 3.12). */
+static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64 ts)
+{
+	return !off->tstate_active_mask || (rd_u32(ts + off->tstate_status) & off->tstate_active_mask);
+}
+
 /* Fields sit at their natural alignment inside the 8-aligned windows; masking both
  * bounds the offset for the verifier and lets clang emit one aligned load. Userspace
  * validates every offset against PBP_WINDOW. */
@@ -131,6 +146,7 @@ struct tswalk {
 	__u64 ts;
 	__u64 fsbase;
 	__u64 found;
+	__u64 first;    /* first state with the thread's id, active or not */
 	__u32 ninterp;
 	__u32 reason;
 };
@@ -154,9 +170,13 @@ static __always_inline int tswalk_step(struct tswalk *w)
 		return 0;
 	}
 	if (rd_u64(w->ts + off->tstate_thread_id) == w->fsbase) {
-		w->found = w->ts;
-		w->reason = PBP_OK;
-		return 1;
+		if (!w->first)
+			w->first = w->ts;
+		if (tstate_active(off, w->ts)) {
+			w->found = w->ts;
+			w->reason = PBP_OK;
+			return 1;
+		}
 	}
 	w->ts = rd_u64(w->ts + off->tstate_next);
 	return 0;
@@ -191,9 +211,12 @@ static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const _
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		__u8 sz = off->csum_size[i];
-		if (sz == 8)
-			acc = pbp_csum_step(acc, win_u64(cwin, off->csum_off[i]));
-		else if (sz == 4)
+		if (sz == 8) {
+			__u64 v = win_u64(cwin, off->csum_off[i]);
+			if (off->csum_str_mask & (1u << i))
+				v = rd_u64(v + PBP_STR_HASH_OFF);
+			acc = pbp_csum_step(acc, v);
+		} else if (sz == 4)
 			acc = pbp_csum_step(acc, win_u32(cwin, off->csum_off[i]));
 	}
 	return acc;
@@ -362,12 +385,19 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
 	const struct pbp_py_offsets *off = &proc->off;
 
+	__u64 fallback = 0;
 	struct tstate_entry *ce = bpf_map_lookup_elem(&tstates, &pid_tgid);
 	if (ce && ce->generation == proc->generation) {
 		if (ce->tstate) {
 			if (rd_u64(ce->tstate + off->tstate_thread_id) == fsbase) {
-				stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
-				return ce->tstate;
+				/* Not active: the thread entered another interpreter, or it runs
+				 * without the GIL (then no state is active). Look again, at most
+				 * every NEG_TTL_NS; keep this one if none is active. */
+				if (now - ce->ts_ns < NEG_TTL_NS || tstate_active(off, ce->tstate)) {
+					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
+					return ce->tstate;
+				}
+				fallback = ce->tstate;
 			}
 		} else if (now - ce->ts_ns < NEG_TTL_NS) {
 			*reason = PBP_ERR_NO_TSTATE;
@@ -392,6 +422,11 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
 			if (tswalk_step(&w))
 				break;
+	}
+
+	if (!w.found && (fallback || w.first)) {
+		w.found = fallback ? fallback : w.first;
+		w.reason = PBP_OK;
 	}
 
 	struct tstate_entry ne = {};

@@ -24,7 +24,7 @@ size_t Symbolizer::cached_code_objects() const {
     return n;
 }
 
-uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, size_t len) {
+uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, size_t len, MemoryReader* mem) {
     uint32_t acc = 0;
     for (int i = 0; i < 4; i++) {
         uint8_t sz = off.csum_size[i];
@@ -32,6 +32,11 @@ uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, 
         if ((sz != 4 && sz != 8) || o + sz > len) continue;
         uint64_t v = 0;
         memcpy(&v, w + o, sz);
+        if (sz == 8 && (off.csum_str_mask & (1u << i))) {  // a str: its hash, as BPF reads it
+            uint64_t h = 0;
+            if (!mem || !mem->read(v + PBP_STR_HASH_OFF, &h, sizeof h)) h = 0;
+            v = h;
+        }
         acc = pbp_csum_step(acc, v);
     }
     return acc;
@@ -49,7 +54,7 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
         problem = "code object unreadable (process exited before symbolization)";
         return nullptr;
     }
-    if (code_checksum(off, win, len) != csum) {
+    if (code_checksum(off, win, len, p.mem.get()) != csum) {
         problem = "code object freed before symbolization";
         return nullptr;
     }
@@ -73,7 +78,13 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
         return nullptr;
     }
     ci.name = *name;
-    ci.file = cpython::read_unicode(*p.mem, obj, ptr(obj.co_filename)).value_or("<unknown>");
+    uint64_t fn = ptr(obj.co_filename);
+    ci.file = cpython::read_unicode(*p.mem, obj, fn).value_or("<unknown>");
+    // 3.13+ pushes a static shim code object, _Py_InitCleanup, between a caller and the
+    // Python __init__ a specialized class call runs (CALL_ALLOC_AND_ENTER_INIT). Its frame
+    // is owned by the thread like a real one; the code object is known by its filename,
+    // name and qualname all being the one "__init__" string.
+    ci.shim = p.layout.version.at_least(3, 13) && qn && qn == nm && nm == fn && ci.name == "__init__";
     int32_t fl = 0;
     if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
     ci.firstlineno = fl;
@@ -93,6 +104,7 @@ std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::ma
         std::string problem;
         CodeInfo* ci = pit == procs_.end() ? nullptr : code_info(pit->second, f.code, f.csum, problem);
         if (pit == procs_.end()) problem = "process no longer tracked";
+        if (ci && ci->shim) continue;
         if (!ci) {
             fr.name = "[unknown: " + problem + "]";
             fr.synthetic = true;

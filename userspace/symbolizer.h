@@ -29,8 +29,10 @@ public:
     // resolved become synthetic frames; each such problem is counted in 'problems'.
     std::vector<Frame> symbolize(pid_t pid, const pbp_stack& stack, std::map<std::string, uint64_t>& problems);
 
-    // Checksum of a code object as BPF computes it, from a window read at its address.
-    static uint32_t code_checksum(const pbp_py_offsets& off, const uint8_t* window, size_t len);
+    // Checksum of a code object as BPF computes it, from a window read at its address (and,
+    // for the str slots of csum_str_mask, the str hashes read through mem).
+    static uint32_t code_checksum(const pbp_py_offsets& off, const uint8_t* window, size_t len,
+                                  MemoryReader* mem = nullptr);
 
     size_t cached_code_objects() const;
 
@@ -39,6 +41,7 @@ private:
         uint32_t csum = 0;
         std::string name, file, linetable;
         int firstlineno = 0;
+        bool shim = false;  // 3.13+ _Py_InitCleanup: not a Python frame, left out of stacks
         std::unordered_map<uint32_t, int> lines;  // instr -> line
     };
     struct Proc {

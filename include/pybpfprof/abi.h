@@ -86,8 +86,20 @@ struct pbp_py_offsets {
 	/* Frame owners that are not Python frames are skipped: bit N set = skip owner N
 	 * (3.12/3.13: CSTACK=3; 3.14+: INTERPRETER=3 and CSTACK=4). */
 	__u32 skip_owner_mask;
-	__u32 _pad0;
+	/* PyThreadState._status (3.12+). A thread that entered several interpreters has a
+	 * thread state in each, all with its thread_id; the one in use has _status.active set.
+	 * tstate_active_mask 0 = not known: the first thread state with the thread_id is used. */
+	__u16 tstate_status;
+	__u8 tstate_active_mask;  /* bits of the u32 at tstate_status */
+	/* Bit i set: checksum slot i (size 8) holds a str pointer, and the str's cached hash
+	 * (PyASCIIObject.hash, PBP_STR_HASH_OFF) is mixed instead of the pointer. Before 3.12
+	 * no code object field differs between a freed code object and one built anew at its
+	 * address (co_name, co_filename and the line table are often reallocated at their old
+	 * addresses too), so the name is checked by its contents. */
+	__u8 csum_str_mask;
 };
+/* offsetof(PyASCIIObject, hash) in default (not free-threaded) builds */
+#define PBP_STR_HASH_OFF 24
 
 /* Per profiled process (key: host tgid). */
 struct pbp_proc {

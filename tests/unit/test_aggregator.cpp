@@ -501,7 +501,7 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
         uint8_t win[PBP_WINDOW] = {};
         size_t len = r.target->layout.bpf.code_read_len;
         EXPECT_TRUE(mem.read(k.addr, win, len));
-        return pbp_frame{k.addr, k.instr, Symbolizer::code_checksum(r.target->layout.bpf, win, len)};
+        return pbp_frame{k.addr, k.instr, Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem)};
     };
 
     Fixture F;

@@ -123,7 +123,7 @@ struct Live {
         EXPECT_GT(len, 0u);
         EXPECT_LE(len, sizeof win);
         EXPECT_TRUE(mem->read(addr, win, len)) << "code object at 0x" << std::hex << addr << " unreadable";
-        return Symbolizer::code_checksum(target.layout.bpf, win, len);
+        return Symbolizer::code_checksum(target.layout.bpf, win, len, mem.get());
     }
     pbp_frame frame(const std::string& label, std::optional<uint32_t> instr = std::nullopt) const {
         const CodeFacts& f = rep.code.at(label);

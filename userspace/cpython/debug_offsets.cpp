@@ -293,7 +293,8 @@ struct Decoded {
     uint64_t version = 0, free_threaded = 0;
     uint64_t runtime_size = 0, interpreters_head = 0;
     uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0;
-    uint64_t tstate_size = 0, tstate_next = 0, tstate_current_frame = 0, tstate_thread_id = 0;
+    uint64_t tstate_size = 0, tstate_next = 0, tstate_current_frame = 0, tstate_thread_id = 0,
+             tstate_status = 0;
     uint64_t frame_size = 0, frame_previous = 0, frame_executable = 0, frame_instr_ptr = 0,
              frame_owner = 0, frame_tlbc_index = 0;
     uint64_t code_size = 0, co_filename = 0, co_name = 0, co_qualname = 0, co_linetable = 0,
@@ -317,6 +318,7 @@ template <typename D> Decoded decode_common(const D& d) {
     r.tstate_next = d.thread_state.next;
     r.tstate_current_frame = d.thread_state.current_frame;
     r.tstate_thread_id = d.thread_state.thread_id;
+    r.tstate_status = d.thread_state.status;
     r.frame_size = d.interpreter_frame.size;
     r.frame_previous = d.interpreter_frame.previous;
     r.frame_executable = d.interpreter_frame.executable;
@@ -515,6 +517,12 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     // Owners that are not Python frames: 3.13 CSTACK = 3; 3.14 INTERPRETER = 3, CSTACK = 4
     // (3.15 dropped CSTACK; bit 4 is then simply never matched).
     o.skip_owner_mask = v.at_least(3, 14) ? ((1u << 3) | (1u << 4)) : (1u << 3);
+    // PyThreadState._status {initialized:1, bound:1, unbound:1, bound_gilstate:1, active:1,
+    // ..} (cpython/pystate.h, 3.13-3.15): active is bit 4. Unknown in untested minors.
+    if (!newer && field_ok(d.tstate_status, d.tstate_size, 4)) {
+        o.tstate_status = u16(d.tstate_status);
+        o.tstate_active_mask = 1u << 4;
+    }
 
     ObjectLayout& ob = l.obj;
     ob.co_filename = u16(d.co_filename);

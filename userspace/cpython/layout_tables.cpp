@@ -170,8 +170,17 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     } else {
         o.csum_off[3] = t->co_linetable;
         o.csum_size[3] = 8;
+        // No per-creation field before 3.12: check co_name by its contents (its hash, cached
+        // since names are interned) rather than by its address, which is often reused.
+        o.csum_str_mask = 1u << 0;
     }
     o.skip_owner_mask = t->skip_owner_mask;
+    // 3.12: struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
+    // bound_gilstate:1, active:1, ..} _status @24}: active is bit 4.
+    if (v.minor == 12) {
+        o.tstate_status = 24;
+        o.tstate_active_mask = 1u << 4;
+    }
 
     ObjectLayout& ob = l.obj;
     ob.co_filename = t->co_filename;
