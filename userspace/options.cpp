@@ -26,6 +26,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
     app.add_option("-f,--format", o.format, "Output format: " + formats + " (default speedscope)")
         ->check(CLI::IsMember(exporter_names()));
+    app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", o.max_depth, "Deepest Python stack to collect (default: the most the kernel allows)")
         ->check(CLI::Range(1, PBP_MAX_DEPTH));
     app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");

@@ -15,6 +15,7 @@ struct Options {
     double duration_s = 0;  // 0 = until Ctrl-C / targets exit
     std::string output;     // "" = pybpfprof-<target>-<timestamp>.<ext>
     std::string format = "speedscope";
+    std::string report;     // --report FILE: the HTML report too, next to the -o output
     int max_depth = 0;      // 0 = as deep as the kernel allows
     std::string btf_path;
     bool quiet = false;

@@ -64,6 +64,14 @@ struct ThreadProfile {
     std::vector<Sample> samples;  // in time order
 };
 
+// One reading of a process's resource use (ResourceSampler, about once a second).
+struct ResourcePoint {
+    uint64_t mono_ns = 0;   // CLOCK_MONOTONIC when read
+    double cpu_pct = -1;    // CPU time (user + system, all threads) since the previous reading,
+                            // in % of one CPU; -1 = unknown (first reading)
+    uint64_t rss_bytes = 0; // resident set size
+};
+
 struct ProcessProfile {
     uint32_t pid = 0;     // host pid
     uint32_t ns_pid = 0;  // pid inside its PID namespace (NSpid), == pid when none
@@ -75,6 +83,7 @@ struct ProcessProfile {
     bool exited = false;
     std::map<std::string, std::string> labels;  // container / pod labels, when known
     std::map<uint32_t, ThreadProfile> threads;  // by host tid
+    std::vector<ResourcePoint> resources;       // in time order
 
     std::string display_name() const;  // "python3 app.py (pid 1234)"
 };

@@ -23,10 +23,12 @@
 #include "bpf_sampler.h"
 #include "discovery.h"
 #include "export/exporter.h"
+#include "export/html_report.h"
 #include "launcher.h"
 #include "preflight.h"
 #include "procfs.h"
 #include "profile.h"
+#include "resource_sampler.h"
 #include "symbolizer.h"
 #include "text_summary.h"
 
@@ -103,6 +105,7 @@ private:
     void status_line(bool final);
     int finish();
     bool write_output(const std::string& path, std::string& error);
+    bool write_report(std::string& error);  // --report FILE
 
     const Options& o_;
     Profile profile_;
@@ -110,6 +113,7 @@ private:
     Discoverer discoverer_;
     std::unique_ptr<BpfSampler> sampler_;
     std::unique_ptr<Aggregator> agg_;
+    ResourceSampler resources_;  // CPU % and RSS of the targets, ~1 Hz (for the HTML report)
     std::unique_ptr<Exporter> exporter_;
     Launcher launcher_;
     bool launched_ = false;
@@ -291,6 +295,17 @@ int Session::run() {
         err(error);
         return kExitBadInput;
     }
+    if (!o_.report.empty()) {
+        std::filesystem::path rp(o_.report);
+        std::string dir = rp.has_parent_path() ? rp.parent_path().string() : ".";
+        struct stat rst{};
+        if (stat(dir.c_str(), &rst) != 0 || !S_ISDIR(rst.st_mode) || access(dir.c_str(), W_OK) != 0 ||
+            (stat(o_.report.c_str(), &rst) == 0 && S_ISDIR(rst.st_mode))) {
+            err("cannot write the report " + o_.report + ": " + dir +
+                " is not a writable directory or the name is a directory; choose another --report path");
+            return kExitBadInput;
+        }
+    }
 
     // Validate --pid targets before loading anything.
     std::vector<PythonTarget> initial;
@@ -412,6 +427,7 @@ int Session::run() {
         }
         for (pid_t p : std::exchange(exits_, {})) target_gone(p);
         run_pending();
+        resources_.maybe_sample(profile_, targets_, now);
         if (launched_ && launcher_.poll_exit()) {
             // The launched program is done: its last samples are already queued.
             for (pid_t p : std::set<pid_t>(targets_))
@@ -445,6 +461,21 @@ bool Session::write_output(const std::string& path, std::string& error) {
         return false;
     }
     exporter_->write(profile_, f);
+    f.flush();
+    if (!f) {
+        error = strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+bool Session::write_report(std::string& error) {
+    std::ofstream f(o_.report, std::ios::binary | std::ios::trunc);
+    if (!f) {
+        error = strerror(errno);
+        return false;
+    }
+    f << render_html_report(profile_);
     f.flush();
     if (!f) {
         error = strerror(errno);
@@ -488,6 +519,15 @@ int Session::finish() {
             return kExitError;
         }
         code = kExitError;
+    }
+
+    bool report_written = false;
+    if (!o_.report.empty()) {
+        if (write_report(error)) report_written = true;
+        else {
+            err("cannot write the report " + o_.report + " (" + error + ")");
+            if (!code) code = kExitError;
+        }
     }
 
     // Per-target notes: idle targets are not errors.
@@ -534,6 +574,7 @@ int Session::finish() {
         std::cerr << "\n";
     }
     std::cerr << "  " << exporter_->how_to_open(written) << "\n";
+    if (report_written) std::cerr << "  report " << o_.report << ": " << html_report_how_to_open(o_.report) << "\n";
     if (!o_.no_summary) {
         std::string top = top_functions(profile_);
         if (!top.empty()) std::cerr << top;

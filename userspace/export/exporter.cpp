@@ -6,6 +6,8 @@ namespace pbp {
 
 std::unique_ptr<Exporter> make_speedscope_exporter();  // speedscope.cpp
 std::unique_ptr<Exporter> make_collapsed_exporter();   // collapsed.cpp
+std::unique_ptr<Exporter> make_html_exporter();        // html_report.cpp
+std::unique_ptr<Exporter> make_pprof_exporter();       // pprof.cpp
 
 namespace {
 
@@ -18,6 +20,8 @@ struct FormatEntry {
 const FormatEntry kFormats[] = {
     {"speedscope", make_speedscope_exporter},
     {"collapsed", make_collapsed_exporter},
+    {"html", make_html_exporter},
+    {"pprof", make_pprof_exporter},
 };
 
 }  // namespace

@@ -1,0 +1,759 @@
+// pybpfprof HTML report: reads the aggregated run embedded in #pbp-data (made by
+// userspace/export/html_report.cpp) and draws the summary, the timeline (d3), the flame
+// graph (d3-flame-graph), the top-functions and breakdown tables and the CPU/memory charts
+// (uPlot). Every view is computed from the same cells for the current scope: a time range
+// (timeline brush or a drag on a chart), and a process or thread (click in a table).
+// Loads nothing: works from file:// without network.
+(function () {
+  'use strict';
+
+  // ---- decoding ---------------------------------------------------------------------
+  function b64bytes(s) {
+    const bin = atob(s || '');
+    const a = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) a[i] = bin.charCodeAt(i);
+    return a;
+  }
+  // Unsigned LEB128 varints -> Uint32Array (values fit 32 bits).
+  function varints(s) {
+    const b = b64bytes(s);
+    const out = new Uint32Array(b.length);
+    let n = 0, v = 0, mul = 1;
+    for (let i = 0; i < b.length; i++) {
+      const x = b[i];
+      v += (x & 0x7f) * mul;
+      if (x & 0x80) mul *= 128;
+      else { out[n++] = v; v = 0; mul = 1; }
+    }
+    return out.subarray(0, n);
+  }
+
+  const D = JSON.parse(document.getElementById('pbp-data').textContent);
+  const run = D.run;
+  const periodS = run.period_ns / 1e9;
+  const fineS = D.bins.fine_ns / 1e9;
+  const nfine = D.bins.nfine;
+  const K = D.bins.k;
+  const ncoarse = Math.ceil(nfine / K);
+  const coarseS = fineS * K;
+  const fnName = D.fn.name, fnFileIdx = D.fn.file, fnLine = D.fn.line;
+  const F = fnName.length;
+  const fnFile = i => D.files[fnFileIdx[i]] || '';
+
+  const N = D.nodes.n;
+  const nodeParent = new Int32Array(N), nodeFunc = new Int32Array(N), nodeLine = new Int32Array(N);
+  {
+    nodeParent[0] = -1; nodeFunc[0] = -1;
+    const v = varints(D.nodes.b64);
+    for (let n = 1, i = 0; n < N; n++, i += 3) {
+      nodeParent[n] = n - v[i];
+      nodeFunc[n] = v[i + 1];
+      nodeLine[n] = v[i + 2];
+    }
+  }
+  const stackNode = varints(D.stacks.b64);
+  const S = stackNode.length;
+
+  // Cells: [bin delta, n, (stack delta, count) x n]... -> bins with offsets into stack/count.
+  function decodeCells(b64) {
+    const c = varints(b64);
+    const bins = [], offs = [0];
+    const cs = new Uint32Array(c.length >> 1), cc = new Uint32Array(c.length >> 1);
+    let nc = 0;
+    for (let i = 0, b = -1; i < c.length;) {
+      b += c[i++];
+      const n = c[i++];
+      let s = 0;
+      for (let j = 0; j < n; j++) {
+        s += c[i++];
+        cs[nc] = s; cc[nc] = c[i++]; nc++;
+      }
+      bins.push(b); offs.push(nc);
+    }
+    return { bins: Uint32Array.from(bins), off: Uint32Array.from(offs), stack: cs.subarray(0, nc), count: cc.subarray(0, nc) };
+  }
+
+  // Threads: flat list; processes refer to them by index.
+  const threads = [], procs = [];
+  D.procs.forEach((p, pi) => {
+    const proc = { ...p, index: pi, threadIdx: [], res: p.res };
+    delete proc.threads;
+    for (const t of p.threads) {
+      const f = varints(t.fine);
+      const nf = f.length / 3;
+      const fineBin = new Uint32Array(nf), fineCount = new Uint32Array(nf), fineFn = new Uint32Array(nf);
+      for (let i = 0, b = -1; i < nf; i++) {
+        b += f[3 * i];
+        fineBin[i] = b; fineCount[i] = f[3 * i + 1]; fineFn[i] = f[3 * i + 2];
+      }
+      const th = {
+        index: threads.length, proc: pi, tid: t.tid, ns_tid: t.ns_tid, name: t.name, n: t.n,
+        fineBin, fineCount, fineFn, cells: decodeCells(t.cells), whole: t.whole ? decodeCells(t.whole) : null,
+      };
+      threads.push(th);
+      proc.threadIdx.push(th.index);
+    }
+    procs.push(proc);
+  });
+
+  // ---- formatting -------------------------------------------------------------------
+  const fmtInt = d3.format(',');
+  const fmtPct = v => (v >= 9.95 || v === 0 ? v.toFixed(0) : v.toFixed(1)) + '%';
+  function fmtSec(s) {
+    if (s >= 3600) return (s / 3600).toFixed(2) + ' h';
+    if (s >= 120) return (s / 60).toFixed(1) + ' min';
+    if (s >= 10) return s.toFixed(1) + ' s';
+    if (s >= 1) return s.toFixed(2) + ' s';
+    return (s * 1000).toFixed(s >= 0.01 ? 0 : 1) + ' ms';
+  }
+  const fmtBytes = b => b >= 1 << 30 ? (b / (1 << 30)).toFixed(2) + ' GiB' : (b / (1 << 20)).toFixed(1) + ' MiB';
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    if (attrs) for (const [k, v] of Object.entries(attrs)) {
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const k of kids) if (k != null) e.append(k);
+    return e;
+  }
+  // "/a/b/c/d.py" -> "…/c/d.py": tables stay narrow, the full text is in the tooltip.
+  const shortPath = f => {
+    const parts = f.split('/');
+    return parts.length > 3 ? '…/' + parts.slice(-2).join('/') : f;
+  };
+  const shortCmd = c => c.split(' ').map((w, i) => (i === 0 ? w.split('/').pop() : w.includes('/') ? shortPath(w) : w)).join(' ');
+  const procLabel = p => `pid ${p.pid}${p.ns_pid && p.ns_pid !== p.pid ? ' (ns ' + p.ns_pid + ')' : ''} ${p.cmdline || p.comm}`;
+  const threadLabel = t => `${t.name || 'thread'} (tid ${t.tid})`;
+  const fnLocation = (f, line) => {
+    const file = fnFile(f);
+    if (!file) return '';
+    const l = line || fnLine[f];
+    return l ? `${file}:${l}` : file;
+  };
+
+  // ---- state ------------------------------------------------------------------------
+  const state = { range: null, proc: -1, thread: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
+  let current = null;  // the last computed scope
+
+  function scopeThreads() {
+    if (state.thread >= 0) return [state.thread];
+    if (state.proc >= 0) return procs[state.proc].threadIdx;
+    return threads.map(t => t.index);
+  }
+
+  // Sums the cells of the selected time range: per thread (all threads, for the
+  // breakdown tables) and per stack (the threads in scope, for everything else).
+  function compute() {
+    const [b0, b1] = state.range || [0, ncoarse - 1];
+    const inScope = new Uint8Array(threads.length);
+    for (const t of scopeThreads()) inScope[t] = 1;
+    const perThread = new Float64Array(threads.length);
+    const stackCount = new Float64Array(S);
+    for (const t of threads) {
+      // The whole run, when embedded apart (exact where the time-scoped cells are lossy).
+      const src = !state.range && t.whole ? t.whole : t.cells;
+      const bins = src.bins;
+      let lo = 0, hi = bins.length;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (bins[m] < b0) lo = m + 1; else hi = m; }
+      let sum = 0;
+      const scoped = inScope[t.index];
+      for (let i = lo; i < bins.length && (src === t.whole || bins[i] <= b1); i++) {
+        for (let j = src.off[i]; j < src.off[i + 1]; j++) {
+          const c = src.count[j];
+          sum += c;
+          if (scoped) stackCount[src.stack[j]] += c;
+        }
+      }
+      perThread[t.index] = sum;
+    }
+    let total = 0;
+    const leaves = [];  // [node, count]
+    for (let s = 0; s < S; s++) if (stackCount[s]) {
+      total += stackCount[s];
+      leaves.push([stackNode[s], stackCount[s]]);
+    }
+    const perProc = new Float64Array(procs.length);
+    for (const t of threads) perProc[t.proc] += perThread[t.index];
+    let rangeTotal = 0;
+    for (const v of perThread) rangeTotal += v;
+    current = { b0, b1, perThread, perProc, leaves, total, rangeTotal };
+    return current;
+  }
+
+  // ---- flame graph ------------------------------------------------------------------
+  function newDisp(name, fid) { return { name, fid, value: 0, children: [], kids: new Map() }; }
+  function childOf(d, f) {
+    let c = d.kids.get(f);
+    if (!c) { c = newDisp(fnName[f], f); d.kids.set(f, c); d.children.push(c); }
+    return c;
+  }
+
+  function calleesTree(leaves) {
+    const root = newDisp('all', -1);
+    const disp = new Map([[0, root]]);
+    const chain = [];
+    for (const [n, count] of leaves) {
+      let a = n;
+      while (!disp.has(a)) { chain.push(a); a = nodeParent[a]; }
+      let d = disp.get(a);
+      while (chain.length) { const x = chain.pop(); d = childOf(d, nodeFunc[x]); disp.set(x, d); }
+      d.value += count;
+    }
+    return root;
+  }
+
+  function callersTree(leaves) {
+    const root = newDisp('all', -1);
+    for (const [n, count] of leaves) {
+      let d = root;
+      for (let a = n; a > 0; a = nodeParent[a]) d = childOf(d, nodeFunc[a]);
+      d.value += count;
+    }
+    return root;
+  }
+
+  // Drops frames too small to ever be drawn on a big tree; their time stays in the parent.
+  function finishTree(root, total) {
+    let count = 0;
+    const incl = d => {
+      let v = d.value;
+      for (const c of d.children) v += incl(c);
+      d.total = v; count++;
+      return v;
+    };
+    incl(root);
+    // A frame narrower than ~1/4 px at a 2000 px width is never drawn unzoomed.
+    const min = count > 20000 ? total / 8000 : 0;
+    const walk = d => {
+      delete d.kids;
+      if (min) {
+        const keep = [];
+        for (const c of d.children) if (c.total >= min) keep.push(c); else d.value += c.total;
+        d.children = keep;
+      }
+      for (const c of d.children) walk(c);
+    };
+    walk(root);
+    return root;
+  }
+
+  let chart = null;
+  const flameEl = document.getElementById('flame');
+  const detailsEl = document.getElementById('flame-details');
+  const searchCountEl = document.getElementById('search-count');
+
+  function flameLabel(d) {
+    const total = current ? current.total : 0;
+    const v = d.value;
+    const f = d.data.fid;
+    const loc = f >= 0 ? fnLocation(f) : '';
+    return `${d.data.name}${loc ? ' — ' + loc : ''}: ${fmtSec(v * periodS)}, ${total ? fmtPct(100 * v / total) : ''} (${fmtInt(v)} samples)`;
+  }
+
+  function searchMatch(d, term) {
+    if (!term) return false;
+    const t = term.toLowerCase();
+    const f = d.data.fid;
+    return d.data.name.toLowerCase().includes(t) || (f >= 0 && fnFile(f).toLowerCase().includes(t));
+  }
+
+  function renderFlame() {
+    const t0 = performance.now();
+    const data = finishTree(state.inverted ? callersTree(current.leaves) : calleesTree(current.leaves), current.total);
+    timings.flame_tree = Math.round(performance.now() - t0);
+    const width = Math.max(300, flameEl.clientWidth || 960);
+    if (!chart) {
+      chart = flamegraph.default()
+        .width(width)
+        .cellHeight(18)
+        .transitionDuration(150)
+        .minFrameSize(1)
+        .selfValue(true)
+        .inverted(true)
+        .resetHeightOnZoom(true)
+        .sort((a, b) => (b.value - a.value) || d3.ascending(a.data.name, b.data.name))
+        .setDetailsElement(detailsEl)
+        .label(flameLabel)
+        .setSearchMatch(searchMatch)
+        .setSearchHandler((results, sum, total) => {
+          if (!state.search) { searchCountEl.textContent = ''; return; }
+          searchCountEl.textContent = `${results.length} frame${results.length === 1 ? '' : 's'} match, ` +
+            `${total ? fmtPct(100 * sum / total) : '0%'} of the samples`;
+        });
+      d3.select(flameEl).datum(data).call(chart);
+    } else {
+      chart.width(width);
+      chart.update(data);
+    }
+    if (state.search) chart.search(state.search);
+    else { chart.clear(); searchCountEl.textContent = ''; }
+    flameEl.classList.toggle('empty', current.total === 0);
+  }
+
+  // ---- top functions ----------------------------------------------------------------
+  const topTable = document.getElementById('top-table');
+  const TOP_ROWS = 200;
+  function renderTop() {
+    const self = new Float64Array(F), total = new Float64Array(F), stamp = new Int32Array(F).fill(-1);
+    const lineSelf = new Map();  // f -> Map(line -> count)
+    current.leaves.forEach(([n, c], i) => {
+      const f = nodeFunc[n];
+      if (f >= 0) {
+        self[f] += c;
+        if (nodeLine[n]) {
+          let m = lineSelf.get(f);
+          if (!m) lineSelf.set(f, m = new Map());
+          m.set(nodeLine[n], (m.get(nodeLine[n]) || 0) + c);
+        }
+      }
+      for (let a = n; a > 0; a = nodeParent[a]) {
+        const g = nodeFunc[a];
+        if (stamp[g] !== i) { stamp[g] = i; total[g] += c; }
+      }
+    });
+    const rows = [];
+    for (let f = 0; f < F; f++) if (total[f]) {
+      let line = 0, best = 0;
+      const m = lineSelf.get(f);
+      if (m) for (const [l, c] of m) if (c > best) { best = c; line = l; }
+      rows.push({ f, name: fnName[f], loc: fnLocation(f, line), self: self[f], total: total[f] });
+    }
+    const k = state.sortKey, dir = state.sortDesc ? -1 : 1;
+    rows.sort((a, b) => {
+      const x = a[k], y = b[k];
+      const c = typeof x === 'string' ? x.localeCompare(y) : x - y;
+      return c ? c * dir : (b.self - a.self) || (b.total - a.total);
+    });
+    const T = current.total;
+    const cols = [['name', 'Function'], ['self', 'Self'], ['total', 'Total'], ['loc', 'File:line']];
+    const head = el('tr', null, ...cols.map(([key, label]) => el('th', {
+      class: (key === 'self' || key === 'total' ? 'num ' : '') + (state.sortKey === key ? (state.sortDesc ? 'sorted desc' : 'sorted asc') : ''),
+      'data-key': key, title: 'sort by ' + label.toLowerCase(),
+      onclick: () => {
+        if (state.sortKey === key) state.sortDesc = !state.sortDesc;
+        else { state.sortKey = key; state.sortDesc = key === 'self' || key === 'total'; }
+        renderTop();
+      },
+    }, label)));
+    const body = el('tbody');
+    for (const r of rows.slice(0, TOP_ROWS)) {
+      body.append(el('tr', { 'data-fn': r.name, title: 'search for ' + r.name, onclick: () => setSearch(r.name) },
+        el('td', { class: 'fn', text: r.name }),
+        el('td', { class: 'num', text: `${fmtSec(r.self * periodS)} ${T ? fmtPct(100 * r.self / T) : ''}` }),
+        el('td', { class: 'num', text: `${fmtSec(r.total * periodS)} ${T ? fmtPct(100 * r.total / T) : ''}` }),
+        el('td', { class: 'loc', text: shortPath(r.loc), title: r.loc })));
+    }
+    if (rows.length === 0) body.append(el('tr', null, el('td', { colspan: 4, class: 'muted', text: 'No samples in this selection.' })));
+    if (rows.length > TOP_ROWS) body.append(el('tr', null, el('td', { colspan: 4, class: 'muted', text: `… and ${rows.length - TOP_ROWS} more functions` })));
+    topTable.replaceChildren(el('thead', null, head), body);
+  }
+
+  // ---- breakdowns -------------------------------------------------------------------
+  const procTable = document.getElementById('proc-table');
+  const threadTable = document.getElementById('thread-table');
+
+  function resourceStats(p) {
+    const r = p.res;
+    if (!r || !r.t.length) return { cpu: null, rss: null };
+    const t0 = current.b0 * coarseS, t1 = (current.b1 + 1) * coarseS;
+    let cs = 0, cn = 0, rss = 0;
+    for (let i = 0; i < r.t.length; i++) {
+      if (state.range && (r.t[i] < t0 || r.t[i] > t1 + 1)) continue;
+      if (r.cpu[i] != null) { cs += r.cpu[i]; cn++; }
+      rss = Math.max(rss, r.rss_kib[i]);
+    }
+    return { cpu: cn ? cs / cn : null, rss: rss ? rss * 1024 : null };
+  }
+
+  function renderBreakdowns() {
+    const T = current.rangeTotal;
+    const order = procs.map(p => p.index).sort((a, b) => current.perProc[b] - current.perProc[a] || procs[a].pid - procs[b].pid);
+    const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: 'CPU time' }),
+      el('th', { class: 'num', text: 'Share' }), el('th', { class: 'num', text: 'Threads' }),
+      el('th', { class: 'num', text: 'Avg CPU' }), el('th', { class: 'num', text: 'Peak RSS' }));
+    const body = el('tbody');
+    for (const i of order.slice(0, 500)) {
+      const p = procs[i], v = current.perProc[i], rs = resourceStats(p);
+      body.append(el('tr', {
+        class: 'proc-row' + (state.proc === i ? ' selected' : ''), 'data-pid': p.pid, title: p.python ? 'CPython ' + p.python : '',
+        onclick: () => selectProcess(i),
+      },
+        el('td', { text: String(p.pid) }),
+        el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
+        el('td', { class: 'num', text: fmtSec(v * periodS) }),
+        el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
+        el('td', { class: 'num', text: String(p.threadIdx.length) }),
+        el('td', { class: 'num', text: rs.cpu == null ? '' : fmtPct(rs.cpu) }),
+        el('td', { class: 'num', text: rs.rss == null ? '' : fmtBytes(rs.rss) })));
+    }
+    procTable.replaceChildren(el('thead', null, head), body);
+
+    const list = state.proc >= 0 ? procs[state.proc].threadIdx.slice() : threads.map(t => t.index);
+    list.sort((a, b) => current.perThread[b] - current.perThread[a] || threads[a].tid - threads[b].tid);
+    const thead = el('tr', null, el('th', { text: 'TID' }), el('th', { text: 'Name' }), el('th', { text: 'Process' }),
+      el('th', { class: 'num', text: 'CPU time' }), el('th', { class: 'num', text: 'Share' }));
+    const tbody = el('tbody');
+    for (const i of list.slice(0, 300)) {
+      const t = threads[i], v = current.perThread[i];
+      tbody.append(el('tr', {
+        class: 'thread-row' + (state.thread === i ? ' selected' : ''), 'data-tid': t.tid, onclick: () => selectThread(i),
+      },
+        el('td', { text: String(t.tid) }),
+        el('td', { text: t.name || '' }),
+        el('td', { class: 'cmd', text: shortCmd(procLabel(procs[t.proc])), title: procLabel(procs[t.proc]) }),
+        el('td', { class: 'num', text: fmtSec(v * periodS) }),
+        el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' })));
+    }
+    if (list.length > 300) tbody.append(el('tr', null, el('td', { colspan: 5, class: 'muted', text: `… and ${list.length - 300} more threads` })));
+    threadTable.replaceChildren(el('thead', null, thead), tbody);
+    document.getElementById('thread-hint').textContent = state.proc >= 0
+      ? `of pid ${procs[state.proc].pid}; click one to filter everything to it` : 'click one to filter everything to it';
+  }
+
+  // ---- timeline ---------------------------------------------------------------------
+  const timelineEl = document.getElementById('timeline');
+  const LABEL_W = 230;
+  // Function colours: the functions that are hottest most often get a colour each.
+  const hotFns = (() => {
+    const c = new Map();
+    for (const t of threads) for (let i = 0; i < t.fineFn.length; i++) c.set(t.fineFn[i], (c.get(t.fineFn[i]) || 0) + t.fineCount[i]);
+    return [...c.entries()].sort((a, b) => b[1] - a[1]).slice(0, 10).map(e => e[0]);
+  })();
+  const fnColor = new Map(hotFns.map((f, i) => [f, d3.schemeTableau10[i]]));
+  const OTHER = '#b8b8b8';
+
+  // Rows: one per thread, or one per process when there are too many threads.
+  const byThread = threads.length <= 64;
+  const rows = (() => {
+    if (byThread) return threads.filter(t => t.n > 0).map(t => ({ kind: 'thread', index: t.index, proc: t.proc, threads: [t.index],
+      label: `${procs[t.proc].pid} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(procs[t.proc])}` }));
+    return procs.filter(p => p.threadIdx.length).map(p => ({ kind: 'proc', index: p.index, proc: p.index, threads: p.threadIdx,
+      label: shortCmd(procLabel(p)), title: procLabel(p) }));
+  })();
+  for (const r of rows) {
+    const count = new Float32Array(nfine), fn = new Int32Array(nfine).fill(-1), best = new Float32Array(nfine);
+    for (const ti of r.threads) {
+      const t = threads[ti];
+      for (let i = 0; i < t.fineBin.length; i++) {
+        const b = t.fineBin[i];
+        count[b] += t.fineCount[i];
+        if (t.fineCount[i] > best[b]) { best[b] = t.fineCount[i]; fn[b] = t.fineFn[i]; }
+      }
+    }
+    r.count = count; r.fn = fn;
+  }
+  const capacity = D.bins.fine_ns / run.period_ns;  // samples in a fine bin at 100% of one CPU
+
+  let brush = null, brushG = null, tlX = null;
+  function renderTimeline() {
+    timelineEl.replaceChildren();
+    if (!rows.length) { timelineEl.append(el('div', { class: 'muted', text: 'No samples.' })); return; }
+    const width = Math.max(400, timelineEl.clientWidth || 1000);
+    const plotW = width - LABEL_W - 16;  // room for the last tick label
+    const rh = Math.max(4, Math.min(20, Math.floor(380 / rows.length)));
+    const h = rows.length * rh;
+    const axisH = 22;
+    const dpr = window.devicePixelRatio || 1;
+    const canvas = el('canvas', { class: 'tl-canvas' });
+    canvas.width = width * dpr; canvas.height = h * dpr;
+    canvas.style.width = width + 'px'; canvas.style.height = h + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.scale(dpr, dpr);
+    const spanS = nfine * fineS;
+    tlX = d3.scaleLinear().domain([0, spanS]).range([0, plotW]);
+    const scoped = new Set(scopeThreads());
+    const bw = Math.max(1, plotW / nfine);
+    rows.forEach((r, ri) => {
+      const y = ri * rh;
+      const inScope = r.threads.some(t => scoped.has(t));
+      if (ri % 2) { ctx.fillStyle = '#f6f6f6'; ctx.fillRect(LABEL_W, y, plotW, rh); }
+      ctx.globalAlpha = inScope ? 1 : 0.22;
+      for (let b = 0; b < nfine; b++) {
+        const c = r.count[b];
+        if (!c) continue;
+        const frac = Math.min(1, c / capacity);
+        const bh = Math.max(1, frac * (rh - 1));
+        ctx.fillStyle = fnColor.get(r.fn[b]) || OTHER;
+        ctx.fillRect(LABEL_W + tlX(b * fineS), y + rh - 1 - bh, bw, bh);
+      }
+      ctx.globalAlpha = 1;
+      if (rh >= 9) {
+        ctx.fillStyle = inScope ? '#222' : '#999';
+        ctx.font = `${Math.min(12, rh - 2)}px system-ui, sans-serif`;
+        ctx.textBaseline = 'middle';
+        let text = r.label;
+        while (text.length > 4 && ctx.measureText(text).width > LABEL_W - 8) text = text.slice(0, -2);
+        if (text !== r.label) text = text.slice(0, -1) + '…';
+        ctx.fillText(text, 4, y + rh / 2);
+      }
+    });
+    timelineEl.append(canvas);
+    timelineEl.style.height = (h + axisH) + 'px';
+    const svg = d3.select(timelineEl).append('svg').attr('class', 'tl-overlay').attr('width', width).attr('height', h + axisH);
+    svg.append('g').attr('class', 'tl-axis').attr('transform', `translate(${LABEL_W},${h})`)
+      .call(d3.axisBottom(tlX).ticks(Math.max(2, Math.floor(plotW / 90))).tickFormat(v => fmtSec(v).replace(' ', '\u202f')));
+    // Row labels: click to filter to that thread / process.
+    svg.append('g').selectAll('rect').data(rows).join('rect')
+      .attr('class', 'tl-label').attr('x', 0).attr('y', (r, i) => i * rh).attr('width', LABEL_W).attr('height', rh)
+      .attr('fill', 'transparent').style('cursor', 'pointer')
+      .on('click', (ev, r) => (r.kind === 'thread' ? selectThread(r.index) : selectProcess(r.index)))
+      .append('title').text(r => r.title);
+    brush = d3.brushX().extent([[0, 0], [plotW, h]]).on('end', ev => {
+      if (!ev.sourceEvent) return;  // our own snap below
+      if (!ev.selection) { setRange(null); return; }
+      const [x0, x1] = ev.selection.map(tlX.invert);
+      setRangeSeconds(x0, x1);
+    });
+    brushG = svg.append('g').attr('class', 'tl-brush').attr('transform', `translate(${LABEL_W},0)`).call(brush);
+    brushG.on('dblclick', () => setRange(null));
+    showBrush();
+    const legend = document.getElementById('timeline-legend');
+    legend.replaceChildren(...hotFns.map(f => el('span', { class: 'key' },
+      el('i', { style: `background:${fnColor.get(f)}` }), fnName[f])), el('span', { class: 'key' }, el('i', { style: `background:${OTHER}` }), 'other'),
+    el('span', { class: 'muted', text: ` · bin ${fmtSec(fineS)}${K > 1 ? `, selections snap to ${fmtSec(coarseS)}` : ''}` +
+      (byThread ? '' : ' · one row per process (too many threads for one row each)') }));
+  }
+  function showBrush() {
+    if (!brushG) return;
+    if (state.range) brushG.call(brush.move, [tlX(state.range[0] * coarseS), tlX(Math.min(nfine * fineS, (state.range[1] + 1) * coarseS))]);
+    else brushG.call(brush.move, null);
+  }
+
+  // ---- CPU and memory (uPlot) ---------------------------------------------------------
+  const charts = [];
+  const resProcs = procs.filter(p => p.res && p.res.t.length);
+  const palette = i => (resProcs.length <= 10 ? d3.schemeTableau10[i % 10] : d3.interpolateSinebow(i / resProcs.length));
+  function renderResources() {
+    for (const c of charts) c.destroy();
+    charts.length = 0;
+    const empty = document.getElementById('res-empty');
+    if (!resProcs.length) { empty.textContent = 'No CPU/memory readings in this run.'; return; }
+    empty.textContent = '';
+    const cpuTables = resProcs.map(p => [p.res.t, p.res.cpu]);
+    const rssTables = resProcs.map(p => [p.res.t, p.res.rss_kib.map(v => v / 1024)]);
+    const width = Math.max(400, document.getElementById('resources-section').clientWidth - 10);
+    const make = (target, tables, title, unit, fmt) => {
+      const data = uPlot.join(tables);
+      const series = [{ label: 'time', value: (u, v) => (v == null ? '' : fmtSec(v)) }];
+      resProcs.forEach((p, i) => series.push({
+        label: `${p.pid} ${p.comm}`, stroke: palette(i), width: 1.5, spanGaps: true,
+        show: state.proc < 0 || state.proc === p.index, value: (u, v) => (v == null ? '' : fmt(v)),
+      }));
+      const opts = {
+        title, width, height: 200, series,
+        scales: { x: { time: false }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.05, unit === '%' ? 10 : 1)] } },
+        axes: [{ label: 'seconds since start', values: (u, vals) => vals.map(v => fmtSec(v)) }, { label: unit, size: 60 }],
+        legend: { show: resProcs.length <= 12 },
+        cursor: { drag: { x: true, y: false, setScale: false } },
+        hooks: {
+          setSelect: [u => {
+            if (u.select.width > 4) {
+              setRangeSeconds(u.posToVal(u.select.left, 'x'), u.posToVal(u.select.left + u.select.width, 'x'));
+            }
+            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+          }],
+          draw: [u => {
+            if (!state.range) return;
+            const x0 = u.valToPos(state.range[0] * coarseS, 'x', true), x1 = u.valToPos((state.range[1] + 1) * coarseS, 'x', true);
+            const ctx = u.ctx;
+            ctx.save();
+            ctx.fillStyle = 'rgba(70,130,180,0.12)';
+            const l = Math.max(u.bbox.left, x0), r = Math.min(u.bbox.left + u.bbox.width, x1);
+            if (r > l) ctx.fillRect(l, u.bbox.top, r - l, u.bbox.height);
+            ctx.restore();
+          }],
+        },
+      };
+      const u = new uPlot(opts, data, target);
+      charts.push(u);
+    };
+    document.getElementById('cpu-chart').replaceChildren();
+    document.getElementById('rss-chart').replaceChildren();
+    make(document.getElementById('cpu-chart'), cpuTables, 'CPU (100% = one core)', '%', v => v.toFixed(1) + '%');
+    make(document.getElementById('rss-chart'), rssTables, 'Resident memory (RSS)', 'MiB', v => v.toFixed(1) + ' MiB');
+  }
+  function updateResourceScope() {
+    for (const u of charts) {
+      resProcs.forEach((p, i) => {
+        const show = state.proc < 0 || state.proc === p.index;
+        if (u.series[i + 1].show !== show) u.setSeries(i + 1, { show });
+      });
+      u.redraw(false);
+    }
+  }
+
+  // ---- summary ------------------------------------------------------------------------
+  function renderSummary() {
+    document.getElementById('title-target').textContent = run.target || '';
+    const start = new Date(run.start_unix_ms);
+    const unresolved = Object.entries(run.unresolved || {});
+    const items = [
+      ['Target', run.target || '—'],
+      ['Started', `${start.toLocaleString()} (${run.start_iso})`],
+      ['Duration', fmtSec(run.duration_s)],
+      ['Rate', `${run.rate_hz} Hz per CPU (${fmtSec(periodS)} per sample)`],
+      ['Samples', `${fmtInt(run.samples)} (${fmtSec(run.samples * periodS)} of CPU)`],
+      ['Lost', fmtInt(run.lost)],
+      ['Unresolved', unresolved.length ? `${fmtInt(run.unresolved_total)}: ` + unresolved.map(([k, v]) => `${fmtInt(v)} ${k}`).join(', ') : '0'],
+      ['Processes', `${run.active_processes} with samples, ${run.processes} profiled`],
+      ['Threads', fmtInt(run.threads)],
+      ['Kernel', run.kernel || '—'],
+      ['pybpfprof', run.version],
+    ];
+    document.getElementById('summary').replaceChildren(...items.map(([k, v]) =>
+      el('div', { class: 'item', 'data-key': k.toLowerCase() }, el('span', { class: 'k', text: k }), el('span', { class: 'v', text: v }))));
+    const notes = [];
+    if (run.truncated) notes.push(`${fmtInt(run.truncated)} samples were deeper than ${run.max_depth} frames and are marked [truncated].`);
+    if (run.lost) notes.push(`${fmtInt(run.lost)} samples were lost (ring buffer full).`);
+    const lossy = D.bins.lossy;
+    if (lossy) notes.push(`To keep this file small, for a selected time range the stacks seen fewer than ` +
+      `${fmtInt(lossy.min_count)} times in a thread and ${fmtSec(coarseS)} interval are merged into "[rare stacks]" ` +
+      `under their nearest caller with at least ${fmtInt(lossy.hot)} samples in the run ` +
+      `(${fmtPct(100 * lossy.merged / Math.max(1, run.samples))} of the samples). Totals are exact` +
+      (lossy.whole ? '; the whole run (no range selected) is exact.' : '.'));
+    document.getElementById('notes').replaceChildren(...notes.map(n => el('div', { text: n })));
+
+    const kv = [
+      ['Command', (run.command || []).join(' ') || '—'],
+      ...procs.map(p => [`pid ${p.pid}`, `${p.cmdline || p.comm}${p.python ? ' — CPython ' + p.python : ''}${p.exited ? ' (exited)' : ''}` +
+        (Object.keys(p.labels || {}).length ? ' [' + Object.entries(p.labels).map(([k, v]) => `${k}=${v}`).join(', ') + ']' : '')]).slice(0, 200),
+      ['Max stack depth', String(run.max_depth || '—')],
+      ['BPF cost', run.bpf_ns_per_event ? `${run.bpf_ns_per_event} ns per perf event` : '—'],
+      ['Report data', `${fmtInt(S)} distinct stacks, ${fmtInt(D.bins.cells)} cells, timeline bins of ${fmtSec(fineS)}` +
+        (K > 1 ? `, selections in steps of ${fmtSec(coarseS)}` : '')],
+    ];
+    document.getElementById('run-table').replaceChildren(...kv.map(([k, v]) => el('tr', null, el('th', { text: k }), el('td', { text: v }))));
+  }
+
+  function renderScope() {
+    const c = current;
+    const r = document.getElementById('scope-range');
+    const spanS = nfine * fineS;
+    if (state.range) {
+      const t0 = c.b0 * coarseS, t1 = Math.min(spanS, (c.b1 + 1) * coarseS);
+      r.textContent = `${fmtSec(t0)} – ${fmtSec(t1)}`;
+      r.classList.add('active');
+    } else {
+      r.textContent = `whole run (${fmtSec(run.duration_s)})`;
+      r.classList.remove('active');
+    }
+    const p = document.getElementById('scope-proc');
+    if (state.thread >= 0) {
+      const t = threads[state.thread];
+      p.textContent = `pid ${procs[t.proc].pid} · ${threadLabel(t)}`;
+    } else if (state.proc >= 0) p.textContent = procLabel(procs[state.proc]);
+    else p.textContent = 'all processes';
+    p.classList.toggle('active', state.thread >= 0 || state.proc >= 0);
+    const tot = document.getElementById('scope-totals');
+    tot.textContent = `${fmtInt(c.total)} samples · ${fmtSec(c.total * periodS)} CPU` +
+      (run.samples ? ` · ${fmtPct(100 * c.total / run.samples)} of the run` : '');
+    tot.dataset.samples = String(c.total);
+  }
+
+  // ---- actions ----------------------------------------------------------------------
+  const timings = {};  // ms of the last update, per step (window.pbpReport.timings)
+  function timed(name, f) {
+    const t = performance.now();
+    f();
+    timings[name] = Math.round(performance.now() - t);
+  }
+  function update(opts = {}) {
+    timed('compute', compute);
+    renderScope();
+    timed('flame', renderFlame);
+    timed('top', renderTop);
+    timed('breakdowns', renderBreakdowns);
+    timed('timeline', () => { if (opts.timeline) renderTimeline(); else if (opts.brush) showBrush(); });
+    timed('resources', updateResourceScope);
+  }
+  function setRange(r) {
+    state.range = r && !(r[0] <= 0 && r[1] >= ncoarse - 1) ? r : null;
+    update({ brush: true });
+  }
+  function setRangeSeconds(t0, t1) {
+    if (!(t1 > t0)) return setRange(null);
+    const b0 = Math.max(0, Math.floor(t0 / coarseS + 1e-9));
+    const b1 = Math.min(ncoarse - 1, Math.max(b0, Math.ceil(t1 / coarseS - 1e-9) - 1));
+    setRange([b0, b1]);
+  }
+  function selectProcess(i) {
+    if (state.proc === i && state.thread < 0) state.proc = -1;
+    else state.proc = i;
+    state.thread = -1;
+    update({ timeline: true });
+  }
+  function selectThread(i) {
+    if (state.thread === i) state.thread = -1;
+    else { state.thread = i; state.proc = threads[i].proc; }
+    update({ timeline: true });
+  }
+  const searchEl = document.getElementById('search');
+  function setSearch(term) {
+    searchEl.value = term;
+    state.search = term;
+    if (chart) {
+      if (term) chart.search(term); else { chart.clear(); searchCountEl.textContent = ''; }
+    }
+  }
+  searchEl.addEventListener('input', () => setSearch(searchEl.value.trim()));
+  document.getElementById('inverted').addEventListener('change', e => { state.inverted = e.target.checked; renderFlame(); });
+  document.getElementById('reset-zoom').addEventListener('click', () => chart && chart.resetZoom());
+  document.getElementById('reset-all').addEventListener('click', () => {
+    state.range = null; state.proc = -1; state.thread = -1;
+    update({ timeline: true });
+  });
+
+  // Raw data: the speedscope JSON of the same run, gzipped in the page; unpacked on click.
+  const rawEl = document.getElementById('pbp-raw');
+  const dl = document.getElementById('raw-download');
+  const rawName = `pybpfprof-${(run.target || 'run').replace(/[^A-Za-z0-9_.-]+/g, '_').slice(0, 40)}-${run.start_iso.replace(/[:.]/g, '-')}.speedscope.json`;
+  async function rawText() {
+    if (!rawEl) throw new Error('no embedded speedscope data');
+    const stream = new Blob([b64bytes(rawEl.textContent.trim())]).stream().pipeThrough(new DecompressionStream('gzip'));
+    return new Response(stream).text();
+  }
+  if (rawEl) {
+    dl.setAttribute('download', rawName);
+    let ready = false;
+    dl.addEventListener('click', async e => {
+      if (ready) return;
+      e.preventDefault();
+      const text = await rawText();
+      dl.href = URL.createObjectURL(new Blob([text], { type: 'application/json' }));
+      ready = true;
+      dl.click();
+    });
+  } else {
+    const missing = document.getElementById('pbp-raw-missing');
+    dl.classList.add('disabled');
+    dl.removeAttribute('href');
+    dl.title = missing ? JSON.parse(missing.textContent) : 'not embedded';
+    dl.textContent = 'speedscope JSON not embedded';
+  }
+
+  // ---- start --------------------------------------------------------------------------
+  renderSummary();
+  update({ timeline: true });
+  renderResources();
+  let resizeTimer = 0, lastWidth = window.innerWidth;
+  window.addEventListener('resize', () => {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      if (window.innerWidth === lastWidth) return;
+      lastWidth = window.innerWidth;
+      renderTimeline();
+      renderFlame();
+      renderResources();
+    }, 150);
+  });
+
+  // For tests and for the curious (read-only use).
+  window.pbpReport = {
+    data: D, state, procs, threads, timings,
+    totals: () => ({ samples: current.total, rangeSamples: current.rangeTotal }),
+    rawText,
+    ready: true,
+  };
+})();

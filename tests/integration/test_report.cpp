@@ -1,0 +1,182 @@
+// End-to-end HTML report: the real BPF program profiling real CPython processes with
+// `-f html` (and `--report FILE` next to another format), then the page checked in its real
+// consumer, headless Chromium (tests/js/check_report.mjs).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "speedscope_reader.h"
+#include "test_support.h"
+
+namespace pbp::test {
+namespace {
+
+std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
+
+std::string between(const std::string& s, const std::string& a, const std::string& b) {
+    size_t i = s.find(a);
+    if (i == std::string::npos) return "";
+    i += a.size();
+    size_t j = s.find(b, i);
+    return j == std::string::npos ? "" : s.substr(i, j - i);
+}
+
+// The report's base64 varint sequences.
+std::vector<uint64_t> varints(const std::string& b64) {
+    static const std::string tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::vector<uint64_t> v;
+    uint32_t acc = 0;
+    int bits = 0, shift = 0;
+    uint64_t cur = 0;
+    for (char ch : b64) {
+        if (ch == '=') break;
+        acc = (acc << 6) | static_cast<uint32_t>(tbl.find(ch));
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            unsigned x = (acc >> bits) & 0xff;
+            cur |= uint64_t(x & 0x7f) << shift;
+            if (x & 0x80) shift += 7;
+            else v.push_back(cur), cur = 0, shift = 0;
+        }
+    }
+    return v;
+}
+
+nlohmann::json report_data(const std::string& path) {
+    std::string html = read_file(path);
+    return nlohmann::json::parse(between(html, "<script type=\"application/json\" id=\"pbp-data\">", "</script>"),
+                                 nullptr, false);
+}
+
+bool report_checker_available(std::string& why) {
+    if (access((source_dir() + "/tests/js/node_modules/playwright-core/package.json").c_str(), F_OK) != 0) {
+        why = "tests/js/node_modules missing: run tools/install-deps (npm ci in tests/js)";
+        return false;
+    }
+    if (access("/usr/bin/chromium", X_OK) != 0) {
+        why = "/usr/bin/chromium missing: apt-get install -y chromium";
+        return false;
+    }
+    return true;
+}
+
+class Report : public ::testing::Test {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+        dir = temp_dir();
+    }
+    std::vector<std::string> python() { return host_python().argv; }
+    std::string dir;
+};
+
+// cpu_split.py and threads.py side by side (children of one Python parent), 2 s, -f html:
+// the page loads offline without errors, the flame graph shows their functions, search
+// highlights, clicking a process changes the top table and a dragged time range changes
+// the totals; CPU/RSS readings and the speedscope download are in.
+TEST_F(Report, HtmlOfARealRunWorksInChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string out = dir + "/run.html";
+    std::string parent =
+        "import subprocess, sys\n"
+        "ps = [subprocess.Popen([sys.executable, a, '2']) for a in sys.argv[1:]]\n"
+        "sys.exit(max(p.wait() for p in ps))\n";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "-f", "html", "-o", out, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    for (auto a : {std::string("-c"), parent, workload("cpu_split.py"), workload("threads.py")}) cmd.push_back(a);
+    auto r = run(cmd, 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("Wrote " + out + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("file://" + out), std::string::npos) << "how to open it: " << r.err;
+    EXPECT_NE(r.err.find("Top functions"), std::string::npos) << "the terminal summary stays: " << r.err;
+
+    auto d = report_data(out);
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_GE(d["procs"].size(), 3u) << "parent, cpu_split.py and threads.py";
+    EXPECT_GT(d["run"]["samples"].get<uint64_t>(), 60u);
+    size_t with_cpu = 0;
+    for (auto& p : d["procs"])
+        for (auto& c : p["res"]["cpu"]) with_cpu += !c.is_null();
+    EXPECT_GT(with_cpu, 0u) << "CPU % readings from /proc";
+
+    std::ofstream(dir + "/expect.json") << nlohmann::json{
+        {"functions", {"Splitter.hot_seventy", "Splitter.hot_thirty", "busy_0", "busy_3"}},
+        {"search", "hot_"},
+        {"min_processes", 2},
+        {"resources", true},
+        {"raw", true}}.dump();
+    auto c = run({"node", source_dir() + "/tests/js/check_report.mjs", "--screenshot", dir + "/run.png", out,
+                  dir + "/expect.json"},
+                 300);
+    EXPECT_EQ(c.status, 0) << c.out << c.err;
+    EXPECT_NE(c.out.find("ok " + out), std::string::npos) << c.out << c.err;
+}
+
+// --report writes the HTML next to the main output; both hold the same samples, and the
+// report has the process's CPU and RSS over time.
+TEST_F(Report, ReportNextToSpeedscope) {
+    std::string json_out = dir + "/run.json", html_out = dir + "/run.html";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "-o", json_out, "--report", html_out, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    cmd.push_back(workload("cpu_split.py"));
+    cmd.push_back("2.5");
+    auto r = run(cmd, 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("report " + html_out + ": open it in a web browser"), std::string::npos) << r.err;
+    auto prof = read_speedscope(json_out);
+    auto d = report_data(html_out);
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(d["run"]["samples"].get<size_t>(), prof.total());
+    ASSERT_EQ(d["procs"].size(), 1u);
+    const auto& res = d["procs"][0]["res"];
+    ASSERT_GE(res["t"].size(), 2u) << res.dump();
+    // CPU seconds from /proc (CPU % x interval) agree with the sampled CPU time over the
+    // same span (cpu_split.py spins; how much CPU it gets depends on the machine's load).
+    double proc_cpu_s = 0, sampled_s = 0;
+    const double period_s = d["run"]["period_ns"].get<double>() / 1e9;
+    for (size_t i = 1; i < res["t"].size(); i++)
+        if (!res["cpu"][i].is_null())
+            proc_cpu_s += res["cpu"][i].get<double>() / 100 * (res["t"][i].get<double>() - res["t"][i - 1].get<double>());
+    const double t_first = res["t"][0].get<double>(), t_last = res["t"].back().get<double>();
+    size_t in_span = 0;  // samples between the first and the last reading (fine bins)
+    const double bin_s = d["bins"]["fine_ns"].get<double>() / 1e9;
+    for (auto& th : d["procs"][0]["threads"]) {
+        auto v = varints(th["fine"]);  // [bin delta, samples, hottest function]...
+        int64_t bin = -1;
+        for (size_t i = 0; i + 2 < v.size(); i += 3) {
+            bin += static_cast<int64_t>(v[i]);
+            double t = (bin + 0.5) * bin_s;
+            if (t >= t_first && t <= t_last) in_span += v[i + 1];
+        }
+    }
+    sampled_s = in_span * period_s;
+    EXPECT_GT(proc_cpu_s, 0.2) << res.dump();
+    EXPECT_NEAR(proc_cpu_s, sampled_s, 0.35 * sampled_s + 0.15) << res.dump();
+    uint64_t max_rss = 0;  // (the first reading may come right after exec, before the image is paged in)
+    for (auto& v : res["rss_kib"]) max_rss = std::max(max_rss, v.get<uint64_t>());
+    EXPECT_GT(max_rss, 1000u) << res.dump();
+    // The first reading is taken soon after the process is found (a baseline).
+    EXPECT_LT(res["t"][0].get<double>(), 0.8) << res.dump();
+}
+
+TEST_F(Report, ReportInAMissingDirectoryIsBadInput) {
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "-o", dir + "/x.json", "--report", "/nonexistent-dir/r.html",
+                                 "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    cmd.push_back(workload("cpu_split.py"));
+    cmd.push_back("1");
+    auto r = run(cmd, 60);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("cannot write the report /nonexistent-dir/r.html"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace pbp::test

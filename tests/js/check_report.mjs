@@ -1,0 +1,296 @@
+#!/usr/bin/env node
+// Checks pybpfprof's HTML report in its real consumer, a browser (headless Chromium via
+// playwright-core), offline, the way a person uses it:
+//   - it loads from file:// with no page error, no console error and no request other than
+//     file: or data: (anything else is blocked and fails the check);
+//   - the run summary is filled in;
+//   - the flame graph shows the expected function names as visible labels; clicking one
+//     zooms it to the full width; the inverted (callers) view puts the hottest function at
+//     the first level;
+//   - typing in the search box highlights matching frames (and only those);
+//   - clicking a process row changes the top-functions table (and clicking it again
+//     restores it); clicking a thread row scopes to that thread;
+//   - dragging a range on the timeline changes the totals (and Reset restores them);
+//   - the CPU/memory charts are drawn when the run has readings;
+//   - the embedded speedscope JSON unpacks and holds every sample.
+//
+// Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
+//   EXPECT: {"functions": [names that must be visible], "search": "term",
+//            "min_processes": N, "resources": true|false, "raw": true|false,
+//            "max_ready_ms": N, "max_update_ms": N}
+// Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const CHROMIUM = process.env.PBP_CHROMIUM || '/usr/bin/chromium';
+
+function usage(msg) {
+  if (msg) console.error(`check_report: ${msg}`);
+  console.error('usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]');
+  process.exit(2);
+}
+
+let screenshot = null, timeoutMs = 60000;
+const pos = [];
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i];
+  if (a === '--screenshot') screenshot = process.argv[++i];
+  else if (a === '--timeout-ms') timeoutMs = Number(process.argv[++i]);
+  else if (a === '-h' || a === '--help') usage();
+  else if (a.startsWith('--')) usage(`unknown option ${a}`);
+  else pos.push(a);
+}
+if (pos.length < 1 || pos.length > 2) usage('give one report and optionally one expectations file');
+const file = path.resolve(pos[0]);
+if (!fs.existsSync(file)) usage(`${file} does not exist`);
+let expect = {};
+if (pos[1]) {
+  try { expect = JSON.parse(fs.readFileSync(pos[1], 'utf8')); } catch (e) { usage(`bad expectations ${pos[1]}: ${e.message}`); }
+}
+if (!fs.existsSync(CHROMIUM)) usage(`${CHROMIUM} not found: apt-get install -y chromium`);
+let chromium;
+try {
+  ({ chromium } = require('playwright-core'));
+} catch (e) {
+  usage(`missing node modules (${e.message}): run "npm ci" in ${path.dirname(new URL(import.meta.url).pathname)}`);
+}
+
+const failures = [];
+const info = [];
+const fail = m => failures.push(m);
+
+let browser;
+try {
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+} catch (e) {
+  console.error(`check_report: cannot start ${CHROMIUM}: ${e.message}`);
+  process.exit(2);
+}
+const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+// Anything that is not file: or data: is blocked and fails the check.
+await context.route('**/*', route => {
+  const u = route.request().url();
+  if (/^(file|data):/.test(u)) return route.continue();
+  fail(`network request: ${u}`);
+  return route.abort();
+});
+const page = await context.newPage();
+page.on('console', msg => { if (msg.type() === 'error') fail(`console error: ${msg.text().split('\n')[0]}`); });
+page.on('pageerror', err => fail(`page error: ${String(err.message).split('\n')[0]}`));
+page.on('request', req => { const u = req.url(); if (!/^(file|data):/.test(u)) fail(`request: ${u}`); });
+page.on('dialog', d => { fail(`dialog: ${d.message()}`); d.dismiss().catch(() => {}); });
+
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+// Polls fn (in node) until it returns a truthy value or the time is up.
+async function until(fn, ms = 10000, step = 50) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) return v;
+    await sleep(step);
+  }
+}
+
+// Visible flame-graph labels: the text of frames wide enough to show one.
+const visibleLabels = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
+  .filter(g => { const d = g.querySelector('div'); return d && d.style.display !== 'none' && d.textContent; })
+  .map(g => g.querySelector('div').textContent));
+const highlighted = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
+  .filter(g => (g.querySelector('rect').getAttribute('fill') || '').toLowerCase() === '#e600e6').map(g => g.getAttribute('name')));
+const totals = () => page.evaluate(() => Number(document.getElementById('scope-totals').dataset.samples));
+const topText = () => page.evaluate(() => document.querySelector('#top-table tbody').innerText);
+
+async function main() {
+  const t0 = Date.now();
+  await page.goto('file://' + file, { waitUntil: 'load', timeout: timeoutMs });
+  // Ready, or failed already (a page error stops the report's script).
+  const ready = () => page.evaluate(() => !!(window.pbpReport && window.pbpReport.ready));
+  const ok = await until(async () => failures.length > 0 || await ready(), timeoutMs, 50);
+  const readyMs = Date.now() - t0;
+  if (!ok || !(await ready())) { fail('the report never became ready (window.pbpReport.ready)'); return; }
+  info.push(`ready in ${readyMs} ms`);
+  if (expect.max_ready_ms && readyMs > expect.max_ready_ms) fail(`ready after ${readyMs} ms > ${expect.max_ready_ms} ms`);
+  if (failures.length) return;
+
+  const run = await page.evaluate(() => window.pbpReport.data.run);
+  // Summary.
+  const summary = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#summary .item')]
+    .map(i => [i.dataset.key, i.querySelector('.v').textContent])));
+  for (const k of ['target', 'started', 'duration', 'rate', 'samples', 'lost', 'unresolved', 'processes', 'threads', 'kernel', 'pybpfprof'])
+    if (!summary[k]) fail(`summary lacks ${k}`);
+  if (summary.samples && !summary.samples.replace(/,/g, '').includes(String(run.samples))) fail(`summary samples ${summary.samples} != ${run.samples}`);
+
+  // Flame graph: the expected functions are visible.
+  const want = expect.functions || [];
+  let labels = await until(async () => { const l = await visibleLabels(); return want.every(f => l.includes(f)) && l; }, 10000);
+  if (!labels) {
+    labels = await visibleLabels();
+    fail(`flame graph does not show ${JSON.stringify(want.filter(f => !labels.includes(f)))} (visible: ${JSON.stringify(labels.slice(0, 15))})`);
+  }
+  info.push(`${labels.length} visible frames`);
+
+  // Click to zoom: the clicked frame takes the full width.
+  if (want.length) {
+    const name = want[0];
+    const before = await page.evaluate(n => {
+      const g = [...document.querySelectorAll('#flame svg g.frame')].find(x => x.getAttribute('name') === n);
+      return g ? Number(g.querySelector('rect').getAttribute('width')) : 0;
+    }, name);
+    await page.locator(`#flame svg g.frame[name="${name.replace(/"/g, '\\"')}"]`).first().click({ force: true });
+    const zoomed = await until(() => page.evaluate(n => {
+      const svg = document.querySelector('#flame svg');
+      const g = [...svg.querySelectorAll('g.frame')].find(x => x.getAttribute('name') === n);
+      return g && Number(g.querySelector('rect').getAttribute('width')) >= 0.98 * Number(svg.getAttribute('width'));
+    }, name), 5000);
+    if (!zoomed) fail(`clicking "${name}" (width ${before}) did not zoom it to the full width`);
+    await page.click('#reset-zoom');
+    await sleep(300);
+  }
+
+  // Search highlights matching frames, and only those.
+  if (expect.search) {
+    await page.fill('#search', expect.search);
+    const hl = await until(async () => { const h = await highlighted(); return h.length > 0 && h; }, 5000);
+    if (!hl) fail(`search "${expect.search}" highlights nothing`);
+    else {
+      const wrong = hl.filter(n => !n.toLowerCase().includes(expect.search.toLowerCase()));
+      const fileMatch = await page.evaluate(t => window.pbpReport.data.files.some(f => f.toLowerCase().includes(t.toLowerCase())), expect.search);
+      if (wrong.length && !fileMatch) fail(`search "${expect.search}" also highlights ${JSON.stringify(wrong.slice(0, 5))}`);
+      const count = await page.textContent('#search-count');
+      if (!/match/.test(count)) fail(`search count says ${JSON.stringify(count)}`);
+      info.push(`search "${expect.search}": ${hl.length} frames highlighted`);
+    }
+    await page.fill('#search', '');
+    const cleared = await until(async () => (await highlighted()).length === 0, 3000);
+    if (!cleared) fail('clearing the search leaves highlights');
+  }
+
+  // Inverted view: the hottest function by self time is at the first level.
+  const hottest = await page.evaluate(() => {
+    const r = document.querySelector('#top-table tbody tr[data-fn]');
+    return r ? r.dataset.fn : null;
+  });
+  if (hottest) {
+    await page.check('#inverted');
+    // In the callers view the first level holds the leaf functions, the widest being the
+    // hottest by self time.
+    const top = await until(() => page.evaluate(n => {
+      const level1 = [...document.querySelectorAll('#flame svg g.frame')].map(g => {
+        const m = /translate\(\s*([-\d.e]+)[\s,]+([-\d.e]+)\s*\)/.exec(g.getAttribute('transform') || '');
+        return { name: g.getAttribute('name'), y: m ? Number(m[2]) : -1, w: Number(g.querySelector('rect').getAttribute('width')) };
+      }).filter(f => Math.abs(f.y - 18) < 0.5);
+      const max = Math.max(0, ...level1.map(f => f.w));
+      return level1.some(f => f.name === n && f.w > 0 && f.w >= max - 0.5);
+    }, hottest), 5000);
+    if (!top) fail(`inverted view does not show the hottest function "${hottest}" at the first level`);
+    await page.uncheck('#inverted');
+    await sleep(300);
+  }
+
+  // Clicking a process changes the top table; clicking it again restores it.
+  const procRows = await page.locator('#proc-table tbody tr.proc-row').count();
+  if (expect.min_processes && procRows < expect.min_processes) fail(`${procRows} process rows, want >= ${expect.min_processes}`);
+  const topAll = await topText();
+  let changed = false;
+  for (let i = 0; i < Math.min(procRows, 6) && !changed; i++) {
+    const row = page.locator('#proc-table tbody tr.proc-row').nth(i);
+    const pid = await row.getAttribute('data-pid');
+    await row.click();
+    const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`pid ${pid}`), 5000);
+    if (!scoped) { fail(`clicking process ${pid} does not scope to it`); break; }
+    const t = await topText();
+    if (t !== topAll) { changed = true; info.push(`process ${pid} click changes the top table`); }
+    await page.locator(`#proc-table tbody tr.proc-row[data-pid="${pid}"]`).click();
+    const back = await until(async () => (await topText()) === topAll, 5000);
+    if (!back) fail(`clicking process ${pid} again does not restore the top table`);
+  }
+  if (procRows >= 2 && !changed) fail('clicking a process does not change the top table');
+  // A thread.
+  const threadRow = page.locator('#thread-table tbody tr.thread-row').first();
+  if (await threadRow.count()) {
+    const tid = await threadRow.getAttribute('data-tid');
+    await threadRow.click();
+    const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`tid ${tid}`), 5000);
+    if (!scoped) fail(`clicking thread ${tid} does not scope to it`);
+    await page.click('#reset-all');
+    await until(async () => (await topText()) === topAll, 5000);
+  }
+
+  // Dragging a time range on the timeline changes the totals; Reset restores them.
+  const all = await totals();
+  const overlay = page.locator('#timeline .tl-brush .overlay');
+  if (!(await overlay.count())) fail('no timeline brush');
+  else {
+    await overlay.scrollIntoViewIfNeeded();
+    await page.evaluate(() => window.scrollBy(0, -120));  // clear of the sticky scope bar
+    const box = await overlay.boundingBox();
+    const y = box.y + box.height / 2;
+    await page.mouse.move(box.x + box.width * 0.05, y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.3, y, { steps: 5 });
+    await page.mouse.move(box.x + box.width * 0.45, y, { steps: 5 });
+    const tUp = Date.now();
+    await page.mouse.up();
+    const after = await until(async () => { const v = await totals(); return v !== all && v; }, 10000, 10);
+    const updateMs = Date.now() - tUp;
+    if (!after) fail(`dragging a time range does not change the totals (${all})`);
+    else {
+      const steps = await page.evaluate(() => JSON.stringify(window.pbpReport.timings));
+      info.push(`range drag: ${all} -> ${after} samples in ${updateMs} ms (${steps})`);
+      if (after > all) fail(`a sub-range has more samples (${after}) than the whole run (${all})`);
+      if (expect.max_update_ms && updateMs > expect.max_update_ms) fail(`re-scoping took ${updateMs} ms > ${expect.max_update_ms} ms`);
+      const chip = await page.textContent('#scope-range');
+      if (/whole run/.test(chip)) fail(`range chip still says ${JSON.stringify(chip)}`);
+    }
+    await page.click('#reset-all');
+    const restored = await until(async () => (await totals()) === all, 5000);
+    if (!restored) fail('Reset does not restore the totals');
+  }
+  if (all !== run.samples) fail(`totals for the whole run ${all} != ${run.samples} samples`);
+
+  // CPU and memory charts.
+  const series = await page.evaluate(() => document.querySelectorAll('#cpu-chart .uplot canvas, #rss-chart .uplot canvas').length);
+  if (expect.resources && series < 2) fail('no CPU/memory charts drawn');
+
+  // The speedscope JSON download.
+  const hasRaw = await page.evaluate(() => !!document.getElementById('pbp-raw'));
+  if (expect.raw === true && !hasRaw) fail('no embedded speedscope JSON');
+  if (hasRaw) {
+    const raw = await page.evaluate(async () => {
+      const doc = JSON.parse(await window.pbpReport.rawText());
+      return { schema: doc.$schema, samples: doc.profiles.reduce((n, p) => n + p.samples.length, 0) };
+    });
+    if (raw.schema !== 'https://www.speedscope.app/file-format-schema.json') fail(`raw data $schema is ${raw.schema}`);
+    if (raw.samples !== run.samples) fail(`raw data holds ${raw.samples} samples, the run ${run.samples}`);
+    info.push(`speedscope JSON unpacks (${raw.samples} samples)`);
+  }
+}
+
+try {
+  await main();
+  if (screenshot) {
+    await sleep(400);
+    fs.mkdirSync(path.dirname(path.resolve(screenshot)), { recursive: true });
+    // The top of the page (summary, timeline, flame graph, tables, charts).
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const height = await page.evaluate(() => Math.min(2100, document.documentElement.scrollHeight));
+    await page.screenshot({ path: screenshot, fullPage: true, clip: { x: 0, y: 0, width: 1400, height } });
+  }
+} catch (e) {
+  fail(`browser: ${String(e.message).split('\n')[0]}`);
+}
+await browser.close().catch(() => {});
+if (failures.length) {
+  console.log(`FAIL ${file}: ${[...new Set(failures)].join('; ')}`);
+  process.exit(1);
+}
+console.log(`ok ${file}: ${info.join(', ')}`);
+process.exit(0);

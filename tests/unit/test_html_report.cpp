@@ -1,0 +1,597 @@
+// The HTML report (-f html / --report): what it embeds, that it is self-contained, that a
+// 1-hour 100-process run stays under 20 MB, the /proc resource sampler, and the page itself
+// in headless Chromium (tests/js/check_report.mjs).
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "export/exporter.h"
+#include "export/html_report.h"
+#include "profile.h"
+#include "resource_sampler.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace pbp {
+namespace {
+
+constexpr uint64_t kStart = 7'000'000'000ULL;
+constexpr int64_t kStartUnix = 1'795'260'680'123'456'789LL;  // 2026-11-21T11:31:20.123Z
+constexpr uint64_t kPeriod = 10'101'010;                     // 99 Hz
+
+struct Builder {
+    Profile p;
+    Builder(uint64_t duration_ns = 4'000'000'000ULL) {
+        p.run.target = "python3 app.py";
+        p.run.command = {"python3", "app.py"};
+        p.run.start_mono_ns = kStart;
+        p.run.end_mono_ns = kStart + duration_ns;
+        p.run.start_unix_ns = kStartUnix;
+        p.run.rate_hz = 99;
+        p.run.period_ns = kPeriod;
+        p.run.version = "0.1.0";
+        p.run.kernel = "6.1.0-test";
+        p.run.max_depth = 1024;
+    }
+    uint32_t frame(const std::string& name, const std::string& file, int line) {
+        return p.frames.intern(Frame{name, file, line, false});
+    }
+    ProcessProfile& process(uint32_t pid, const std::string& cmdline) {
+        auto& pr = p.processes[pid];
+        pr.pid = pr.ns_pid = pid;
+        pr.comm = "python3";
+        pr.cmdline = cmdline;
+        pr.python = "3.11.2 (static /usr/bin/python3.11)";
+        return pr;
+    }
+    ThreadProfile& thread(uint32_t pid, uint32_t tid, const std::string& name) {
+        auto& t = p.processes.at(pid).threads[tid];
+        t.tid = t.ns_tid = tid;
+        t.name = name;
+        return t;
+    }
+    // n samples of stack, one period apart, from at_ms.
+    void add(uint32_t pid, uint32_t tid, const std::vector<uint32_t>& stack, uint64_t at_ms, int n) {
+        uint32_t s = p.stacks.intern(stack);
+        auto& pr = p.processes.at(pid);
+        auto& t = pr.threads.at(tid);
+        for (int k = 0; k < n; k++) {
+            uint64_t ts = kStart + at_ms * 1'000'000ULL + k * kPeriod;
+            t.samples.push_back({ts, s, 0});
+            if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
+            pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
+        }
+    }
+    void resources(uint32_t pid, double cpu, uint64_t rss_mib, int seconds) {
+        auto& pr = p.processes.at(pid);
+        for (int s = 0; s <= seconds; s++)
+            pr.resources.push_back({kStart + s * 1'000'000'000ULL, s ? cpu + (s % 3) : -1.0,
+                                    (rss_mib + s) << 20});
+    }
+};
+
+// Two busy processes with distinct hot functions, one with two threads; the second half of
+// the run is spent elsewhere than the first, so a time range changes the totals.
+Profile two_process_profile() {
+    Builder b;
+    uint32_t mod = b.frame("<module>", "/app/app.py", 1);
+    uint32_t main_ = b.frame("main", "/app/app.py", 40);
+    uint32_t parse = b.frame("Parser.parse_rows", "/app/parse.py", 17);
+    uint32_t parse2 = b.frame("Parser.parse_rows", "/app/parse.py", 18);
+    uint32_t render = b.frame("render_page", "/app/render.py", 9);
+    uint32_t esc = b.frame("html_escape<&>", "/app/render.py", 30);  // hostile characters
+    uint32_t crunch = b.frame("crunch_numbers", "/work/calc.py", 5);
+    uint32_t gc = b.p.frames.intern(Frame{"[native]", "", 0, true});
+
+    b.process(100, "python3 app.py --serve");
+    b.thread(100, 100, "MainThread");
+    b.thread(100, 101, "renderer");
+    b.add(100, 100, {mod, main_, parse}, 0, 150);      // 0 - 1.5 s
+    b.add(100, 100, {mod, main_, parse2}, 1600, 40);
+    b.add(100, 101, {mod, render, esc}, 2000, 120);   // 2 - 3.2 s
+    b.add(100, 101, {gc}, 3300, 10);
+    b.process(200, "python3 calc.py");
+    b.thread(200, 200, "MainThread");
+    b.add(200, 200, {mod, crunch}, 500, 300);         // 0.5 - 3.5 s
+    b.resources(100, 95, 40, 4);
+    b.resources(200, 99, 120, 4);
+    b.p.run.unresolved["stack evicted before it was read"] = 3;
+    b.p.run.lost = 2;
+    return b.p;
+}
+
+// ---- reading the page back -------------------------------------------------------------
+
+std::string between(const std::string& s, const std::string& a, const std::string& b) {
+    size_t i = s.find(a);
+    if (i == std::string::npos) return "";
+    i += a.size();
+    size_t j = s.find(b, i);
+    return j == std::string::npos ? "" : s.substr(i, j - i);
+}
+
+json embedded_data(const std::string& html) {
+    std::string text = between(html, "<script type=\"application/json\" id=\"pbp-data\">", "</script>");
+    return json::parse(text, nullptr, false);
+}
+
+std::vector<uint64_t> varints(const std::string& b64) {
+    static const std::string tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : b64) {
+        if (c == '=') break;
+        acc = (acc << 6) | static_cast<uint32_t>(tbl.find(c));
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            bytes.push_back(static_cast<char>((acc >> bits) & 0xff));
+        }
+    }
+    std::vector<uint64_t> out;
+    uint64_t v = 0;
+    int shift = 0;
+    for (unsigned char x : bytes) {
+        v |= uint64_t(x & 0x7f) << shift;
+        if (x & 0x80) shift += 7;
+        else out.push_back(v), v = 0, shift = 0;
+    }
+    return out;
+}
+
+std::string unbase64(const std::string& b64) {
+    static const std::string tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : b64) {
+        if (c == '=') break;
+        acc = (acc << 6) | static_cast<uint32_t>(tbl.find(c));
+        bits += 6;
+        if (bits >= 8) bits -= 8, bytes.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+    return bytes;
+}
+
+std::string gunzip(const std::string& gz) {
+    z_stream zs{};
+    EXPECT_EQ(inflateInit2(&zs, 15 + 16), Z_OK);
+    std::string out;
+    char buf[65536];
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+    zs.avail_in = static_cast<uInt>(gz.size());
+    int rc;
+    do {
+        zs.next_out = reinterpret_cast<Bytef*>(buf);
+        zs.avail_out = sizeof buf;
+        rc = inflate(&zs, Z_NO_FLUSH);
+        out.append(buf, sizeof buf - zs.avail_out);
+    } while (rc == Z_OK);
+    inflateEnd(&zs);
+    EXPECT_EQ(rc, Z_STREAM_END);
+    return out;
+}
+
+// Sum of the decoded cells of every thread, per function name at the leaf.
+struct Decoded {
+    uint64_t total = 0, fine_total = 0;
+    std::map<std::string, uint64_t> leaf_self;  // function name -> samples
+    std::map<uint32_t, uint64_t> per_pid;
+};
+
+Decoded decode(const json& d) {
+    Decoded r;
+    auto nodes = varints(d["nodes"]["b64"]);
+    size_t nn = d["nodes"]["n"];
+    std::vector<uint64_t> func(nn, 0);
+    EXPECT_EQ(nodes.size(), (nn - 1) * 3);
+    for (size_t n = 1; n < nn && 3 * (n - 1) + 2 < nodes.size(); n++) {
+        EXPECT_GE(n, nodes[3 * (n - 1)]) << "parent before child";
+        func[n] = nodes[3 * (n - 1) + 1];
+    }
+    auto stacks = varints(d["stacks"]["b64"]);
+    EXPECT_EQ(stacks.size(), d["stacks"]["n"].get<size_t>());
+    for (const auto& p : d["procs"])
+        for (const auto& t : p["threads"]) {
+            auto c = varints(t["cells"]);
+            uint64_t thread_total = 0;
+            for (size_t i = 0; i < c.size();) {
+                i++;  // bin delta
+                uint64_t n = c[i++], s = 0;
+                for (uint64_t j = 0; j < n; j++) {
+                    s += c[i++];
+                    uint64_t count = c[i++];
+                    thread_total += count;
+                    EXPECT_LT(s, stacks.size());
+                    if (s < stacks.size()) r.leaf_self[d["fn"]["name"][func[stacks[s]]].get<std::string>()] += count;
+                }
+            }
+            EXPECT_EQ(thread_total, t["n"].get<uint64_t>()) << "tid " << t["tid"];
+            if (t.contains("whole")) {  // the exact whole-run cells of a lossy report: one bin
+                auto w = varints(t["whole"]);
+                uint64_t whole_total = 0;
+                if (!w.empty()) {
+                    EXPECT_EQ(w[0], 1u) << "bin 0";
+                    for (size_t i = 3; i < w.size(); i += 2) whole_total += w[i];
+                    EXPECT_EQ(w[1] * 2 + 2, w.size());
+                }
+                EXPECT_EQ(whole_total, thread_total);
+            }
+            r.total += thread_total;
+            r.per_pid[p["pid"].get<uint32_t>()] += thread_total;
+            auto f = varints(t["fine"]);
+            EXPECT_EQ(f.size() % 3, 0u);
+            for (size_t i = 1; i < f.size(); i += 3) r.fine_total += f[i];
+        }
+    return r;
+}
+
+// --------------------------------------------------------------------------- content
+
+TEST(HtmlReport, RegisteredAsAFormat) {
+    auto e = make_exporter("html");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->extension(), "html");
+    EXPECT_NE(e->how_to_open("/tmp/r.html").find("file:///tmp/r.html"), std::string::npos);
+}
+
+TEST(HtmlReport, EmbedsTheAggregatedRun) {
+    Profile p = two_process_profile();
+    std::ostringstream os;
+    make_exporter("html")->write(p, os);
+    std::string html = os.str();
+    ASSERT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+    json d = embedded_data(html);
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(d["format"], "pybpfprof-report");
+    EXPECT_EQ(d["run"]["samples"], p.total_samples());
+    EXPECT_EQ(d["run"]["target"], "python3 app.py");
+    EXPECT_EQ(d["run"]["start_iso"], "2026-11-21T11:31:20.123Z");
+    EXPECT_EQ(d["run"]["lost"], 2);
+    EXPECT_EQ(d["run"]["unresolved"]["stack evicted before it was read"], 3);
+    EXPECT_EQ(d["run"]["kernel"], "6.1.0-test");
+    EXPECT_EQ(d["procs"].size(), 2u);
+    std::set<std::string> names;
+    for (auto& n : d["fn"]["name"]) names.insert(n);
+    for (auto n : {"<module>", "main", "Parser.parse_rows", "render_page", "html_escape<&>", "crunch_numbers", "[native]"})
+        EXPECT_TRUE(names.count(n)) << n;
+    EXPECT_EQ(d["fn"]["name"].size(), names.size()) << "one entry per (function, file): lines merged";
+
+    Decoded r = decode(d);
+    EXPECT_EQ(r.total, p.total_samples());
+    EXPECT_EQ(r.fine_total, p.total_samples());
+    EXPECT_EQ(r.leaf_self["Parser.parse_rows"], 190u);
+    EXPECT_EQ(r.leaf_self["crunch_numbers"], 300u);
+    EXPECT_EQ(r.leaf_self["html_escape<&>"], 120u);
+    EXPECT_EQ(r.per_pid[100], 320u);
+    EXPECT_EQ(r.per_pid[200], 300u);
+    // The leaf lines survive (the top table's file:line).
+    auto nodes = varints(d["nodes"]["b64"]);
+    std::set<uint64_t> lines;
+    for (size_t i = 2; i < nodes.size(); i += 3) lines.insert(nodes[i]);
+    EXPECT_TRUE(lines.count(17) && lines.count(18)) << "leaf lines of Parser.parse_rows";
+    // Resources: seconds since start, CPU (null for the first reading), RSS in KiB.
+    const json& res = d["procs"][1]["res"];
+    EXPECT_EQ(res["t"].size(), 5u);
+    EXPECT_TRUE(res["cpu"][0].is_null());
+    EXPECT_DOUBLE_EQ(res["cpu"][1].get<double>(), 100.0);
+    EXPECT_EQ(res["rss_kib"][0], 120u * 1024);
+    EXPECT_DOUBLE_EQ(res["t"][4].get<double>(), 4.0);
+    // Timeline bins: 5 periods (50.5 ms) rounded up to 1-2-5 steps: 100 ms over the 4 s run.
+    EXPECT_EQ(d["bins"]["fine_ns"], 100'000'000u);
+    EXPECT_EQ(d["bins"]["nfine"], 40u);
+    EXPECT_EQ(d["bins"]["k"], 1u);
+}
+
+TEST(HtmlReport, SelfContainedWithNoNetworkReferences) {
+    std::string html = render_html_report(two_process_profile());
+    // Every script and style is inline: no src= / href= to anything, no <link>.
+    EXPECT_EQ(html.find("<link"), std::string::npos);
+    std::regex src(R"(<(script|img|iframe|link|source|embed)\b[^>]*\b(src|href)\s*=)", std::regex::icase);
+    EXPECT_FALSE(std::regex_search(html, src));
+    std::regex remote(R"((src|href)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase);
+    EXPECT_FALSE(std::regex_search(html, remote));
+    EXPECT_NE(html.find("Content-Security-Policy"), std::string::npos);
+    EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
+    // The libraries are in: d3, d3-flame-graph, uPlot, and the report's own code.
+    EXPECT_NE(html.find("d3js.org v7"), std::string::npos);
+    EXPECT_NE(html.find("d3-flame-graph"), std::string::npos);
+    EXPECT_NE(html.find("uPlot"), std::string::npos);
+    EXPECT_NE(html.find("window.pbpReport"), std::string::npos);
+    // The template placeholders are all filled, the title escaped.
+    EXPECT_EQ(html.find("<!--PBP:"), std::string::npos);
+    EXPECT_EQ(html.find("{{"), std::string::npos);
+    EXPECT_NE(html.find("<title>pybpfprof report: python3 app.py</title>"), std::string::npos);
+    // '<' inside the data cannot close the script element.
+    std::string data = between(html, "id=\"pbp-data\">", "</script>");
+    EXPECT_EQ(data.find('<'), std::string::npos);
+    EXPECT_NE(data.find("html_escape\\u003c&>"), std::string::npos);
+}
+
+TEST(HtmlReport, RawDownloadIsTheSpeedscopeJson) {
+    Profile p = two_process_profile();
+    std::string html = render_html_report(p);
+    std::string b64 = between(html, "id=\"pbp-raw\" data-encoding=\"gzip+base64\"", "</script>");
+    ASSERT_FALSE(b64.empty());
+    b64 = b64.substr(b64.find('>') + 1);
+    std::ostringstream want;
+    make_exporter("speedscope")->write(p, want);
+    EXPECT_EQ(gunzip(unbase64(b64)), want.str());
+}
+
+TEST(HtmlReport, EmptyAndIdleRuns) {
+    Builder b;
+    std::string html = render_html_report(b.p);  // nothing at all
+    json d = embedded_data(html);
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(d["run"]["samples"], 0);
+    EXPECT_EQ(d["procs"].size(), 0u);
+    b.process(5, "python3 idle.py");
+    b.thread(5, 5, "MainThread");
+    b.resources(5, 0, 10, 2);
+    d = embedded_data(render_html_report(b.p));
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(d["procs"][0]["threads"][0]["n"], 0);
+    EXPECT_EQ(d["procs"][0]["res"]["t"].size(), 3u);
+}
+
+// ------------------------------------------------------------------- the large run
+
+// 100 processes x 1 hour x 99 Hz: a main thread busy 90% of the time and two helper
+// threads (10% and 3%), all running one application: ~400 functions in 40 files, a pool
+// of ~6000 distinct stacks (depth 6-40, leaf lines and call-site lines vary) drawn with a
+// Zipf-like weight that shifts every 5 minutes (phases), plus 1 Hz CPU/RSS readings.
+Profile large_profile(int procs, double seconds) {
+    Builder b(static_cast<uint64_t>(seconds * 1e9));
+    b.p.run.target = "all-python";
+    std::mt19937_64 rng(42);
+    const int nfn = 400, nfiles = 40;
+    std::vector<std::string> fn_name(nfn), fn_file(nfn);
+    std::vector<int> fn_line(nfn);
+    for (int i = 0; i < nfn; i++) {
+        fn_name[i] = "Module" + std::to_string(i % 37) + ".function_" + std::to_string(i);
+        fn_file[i] = "/srv/app/pkg" + std::to_string(i % nfiles) + "/module_" + std::to_string(i % 37) + ".py";
+        fn_line[i] = 10 + (i * 7) % 500;
+    }
+    uint32_t mod = b.frame("<module>", "/srv/app/main.py", 1);
+    std::vector<uint32_t> pool;
+    for (int s = 0; s < 6000; s++) {
+        std::vector<uint32_t> st{mod};
+        int depth = 6 + static_cast<int>(rng() % 35);
+        int f = static_cast<int>(rng() % 20);  // a few entry points
+        for (int d = 1; d < depth; d++) {
+            int line = fn_line[f] + static_cast<int>(rng() % (d + 1 == depth ? 6 : 2));
+            st.push_back(b.frame(fn_name[f], fn_file[f], line));
+            f = (f * 31 + 7 + static_cast<int>(rng() % 13)) % nfn;
+        }
+        pool.push_back(b.p.stacks.intern(st));
+    }
+    // Phase p: weight of pool[i] ~ 1 / (1 + rank)^1.1, ranks rotated per phase.
+    const int phases = std::max(1, static_cast<int>(seconds / 300));
+    std::vector<std::vector<double>> cdf(phases);
+    for (int ph = 0; ph < phases; ph++) {
+        double acc = 0;
+        for (size_t i = 0; i < pool.size(); i++) {
+            size_t rank = (i + ph * 997) % pool.size();
+            acc += 1.0 / std::pow(1.0 + rank, 1.1);
+            cdf[ph].push_back(acc);
+        }
+    }
+    std::uniform_real_distribution<double> u(0, 1);
+    const uint64_t n_ticks = static_cast<uint64_t>(seconds * 99);
+    for (int pi = 0; pi < procs; pi++) {
+        uint32_t pid = 10000 + pi;
+        auto& pr = b.process(pid, "python3 -m worker --shard " + std::to_string(pi));
+        for (int ti = 0; ti < 3; ti++) {
+            auto& t = b.thread(pid, pid + ti, ti == 0 ? "MainThread" : "helper-" + std::to_string(ti));
+            double busy = ti == 0 ? 0.9 : ti == 1 ? 0.1 : 0.03;
+            t.samples.reserve(static_cast<size_t>(n_ticks * busy * 1.05));
+            for (uint64_t k = 0; k < n_ticks; k++) {
+                if (u(rng) >= busy) continue;
+                uint64_t ts = kStart + k * kPeriod;
+                int ph = std::min(phases - 1, static_cast<int>((k / 99) / 300));
+                const auto& c = cdf[ph];
+                double x = u(rng) * c.back();
+                size_t i = std::lower_bound(c.begin(), c.end(), x) - c.begin();
+                t.samples.push_back({ts, pool[std::min(i, pool.size() - 1)], 0});
+            }
+        }
+        pr.first_sample_ns = kStart;
+        pr.last_sample_ns = kStart + n_ticks * kPeriod;
+        for (int s = 0; s <= static_cast<int>(seconds); s++)
+            pr.resources.push_back({kStart + s * 1'000'000'000ULL, s ? 90.0 + (s * pi) % 30 : -1.0,
+                                    (200ULL + (s / 60) + pi) << 20});
+    }
+    return b.p;
+}
+
+TEST(HtmlReport, HourLongHundredProcessRunStaysUnder20MB) {
+    auto t0 = std::chrono::steady_clock::now();
+    Profile p = large_profile(100, 3600);
+    double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    HtmlReportStats st;
+    std::string html = render_html_report(p, {}, &st);
+    EXPECT_LT(html.size(), 20'000'000u);
+    EXPECT_EQ(st.bytes, html.size());
+    std::cout << "[ report   ] " << p.total_samples() << " samples, " << p.processes.size() << " processes, "
+              << p.total_threads() << " threads, " << p.stacks.size() << " distinct stacks (generated in " << gen_s
+              << " s)\n"
+              << "[ report   ] " << html.size() << " bytes in " << st.seconds << " s: timeline bins "
+              << st.fine_ns / 1e9 << " s x " << st.nfine << ", selection step " << st.coarse_k << " bins, " << st.cells
+              << " cells, " << st.stacks << " report stacks, " << st.nodes << " call-tree nodes, raw "
+              << (st.raw_embedded ? "embedded" : "not embedded") << " (" << st.note << ")\n";
+    // Still a faithful aggregate: every sample is in the cells.
+    json d = embedded_data(html);
+    ASSERT_FALSE(d.is_discarded());
+    Decoded r = decode(d);
+    EXPECT_EQ(r.total, p.total_samples());
+    EXPECT_LE(st.nfine, 1000u);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) std::ofstream(std::string(keep) + "/large.html") << html;
+}
+
+// Under a tight budget the report degrades (coarser selection steps, then merged lines,
+// then merged cold stacks) but stays complete and within the limit.
+TEST(HtmlReport, TightBudgetsDegradeGracefully) {
+    Profile p = large_profile(4, 300);
+    for (size_t cells : {20000, 2000, 100}) {
+        HtmlReportLimits lim;
+        lim.max_cells = cells;
+        HtmlReportStats st;
+        std::string html = render_html_report(p, lim, &st);
+        json d = embedded_data(html);
+        ASSERT_FALSE(d.is_discarded());
+        EXPECT_LE(st.cells, cells) << st.note;
+        EXPECT_EQ(decode(d).total, p.total_samples()) << cells;
+    }
+    HtmlReportLimits small;
+    small.max_raw_embed_bytes = 1000;
+    HtmlReportStats st;
+    std::string html = render_html_report(p, small, &st);
+    EXPECT_FALSE(st.raw_embedded);
+    EXPECT_NE(html.find("id=\"pbp-raw-missing\""), std::string::npos);
+    EXPECT_NE(html.find("write it with -f speedscope"), std::string::npos);
+}
+
+// ------------------------------------------------------------------ resource sampler
+
+TEST(ResourceSampler, ParsesProcStat) {
+    std::string text =
+        "1234 (python3 (x) y) S 1 1234 1234 0 -1 4194560 5000 0 0 0 250 75 0 0 20 0 3 0 987654 123456789 4321 "
+        "18446744073709551615 1 1 0 0 0 0 0 16781312 134234626 0 0 0 17 1 0 0 0 0 0\n";
+    auto st = parse_proc_stat(text);
+    ASSERT_TRUE(st);
+    EXPECT_EQ(st->cpu_ticks, 325u);
+    EXPECT_EQ(st->start_ticks, 987654u);
+    EXPECT_EQ(st->rss_pages, 4321u);
+    EXPECT_FALSE(parse_proc_stat("garbage"));
+    EXPECT_FALSE(parse_proc_stat("1 (x) S 1 2 3"));
+}
+
+TEST(ResourceSampler, ReadsItsOwnProcessAboutOnceASecond) {
+    Profile p;
+    pid_t self = getpid();
+    p.processes[self].pid = self;
+    ResourceSampler rs(200'000'000ULL);  // 5 Hz to keep the test short
+    std::set<pid_t> pids{self, 4194000 /* no such process */};
+    auto now = [] {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return uint64_t(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
+    };
+    size_t reads = 0;
+    auto end = now() + 650'000'000ULL;
+    volatile double sink = 0;
+    while (now() < end) {
+        for (int i = 0; i < 100000; i++) sink = sink + std::sqrt(i);  // burn CPU
+        reads += rs.maybe_sample(p, pids, now());
+    }
+    const auto& v = p.processes[self].resources;
+    ASSERT_GE(v.size(), 3u);
+    EXPECT_LE(v.size(), 5u);
+    EXPECT_EQ(reads, v.size());
+    EXPECT_LT(v[0].cpu_pct, 0) << "first reading: no CPU % yet";
+    EXPECT_GT(v[1].cpu_pct, 30) << "the test burns CPU";
+    EXPECT_LT(v[1].cpu_pct, 150);
+    EXPECT_GT(v[1].rss_bytes, 1u << 20);
+    for (size_t i = 1; i < v.size(); i++) EXPECT_GT(v[i].mono_ns, v[i - 1].mono_ns);
+}
+
+// ------------------------------------------------------------------- in Chromium
+
+bool report_checker_available(std::string& why) {
+    const std::string js = test::source_dir() + "/tests/js";
+    if (!fs::exists(js + "/node_modules/playwright-core/package.json")) {
+        why = "tests/js/node_modules missing: run npm ci in tests/js (tools/install-deps)";
+        return false;
+    }
+    if (!fs::exists("/usr/bin/chromium")) {
+        why = "/usr/bin/chromium missing: apt-get install -y chromium";
+        return false;
+    }
+    if (test::run({"node", "--version"}, 30).status != 0) {
+        why = "node not found";
+        return false;
+    }
+    return true;
+}
+
+test::CmdResult check_report(const std::string& file, const json& expect) {
+    std::string exp = file + ".expect.json";
+    std::ofstream(exp) << expect.dump();
+    return test::run({"node", test::source_dir() + "/tests/js/check_report.mjs", file, exp}, 600);
+}
+
+// The page works in a real browser: no errors, no requests, the flame graph shows the
+// functions, search highlights, a process click changes the top table and a dragged time
+// range changes the totals.
+TEST(HtmlReport, WorksInHeadlessChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::string file = dir + "/two.html";
+    std::ofstream(file) << render_html_report(two_process_profile());
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/two.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"Parser.parse_rows", "crunch_numbers", "render_page"}},
+                                 {"search", "parse_rows"},
+                                 {"min_processes", 2},
+                                 {"resources", true}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
+}
+
+// The checker fails on a broken page.
+TEST(HtmlReport, CheckerRejectsABrokenPage) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::string html = render_html_report(two_process_profile());
+    std::string net = html;
+    net.replace(net.find("</body>"), 7, "<img src=\"http://127.0.0.1:9/x.png\"></body>");
+    std::string broken = html;
+    const std::string init = "window.pbpReport = {";
+    ASSERT_NE(broken.find(init), std::string::npos);
+    broken.replace(broken.find(init), init.size(), "window.pbpReport.x.y = {");  // a TypeError at load
+    std::ofstream(dir + "/net.html") << net;
+    std::ofstream(dir + "/broken.html") << broken;
+    json expect = {{"functions", {"crunch_numbers"}}, {"search", "crunch"}};
+    auto r1 = check_report(dir + "/net.html", expect);
+    EXPECT_EQ(r1.status, 1) << r1.out << r1.err;
+    EXPECT_NE(r1.out.find("request"), std::string::npos) << r1.out;
+    auto r2 = check_report(dir + "/broken.html", expect);
+    EXPECT_EQ(r2.status, 1) << r2.out << r2.err;
+    auto r3 = check_report(dir + "/net.html", {{"functions", {"no_such_function_anywhere"}}});
+    EXPECT_EQ(r3.status, 1) << r3.out << r3.err;
+}
+
+// The large report stays usable: it loads and re-scopes within seconds.
+TEST(HtmlReport, LargeReportIsUsableInChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::string file = dir + "/large.html";
+    {
+        Profile p = large_profile(100, 3600);
+        std::ofstream(file) << render_html_report(p);
+    }
+    auto r = check_report(file, {{"functions", {"<module>"}}, {"search", "function_1"}, {"min_processes", 2},
+                                 {"max_ready_ms", 30000}, {"max_update_ms", 10000}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::cout << r.out;
+}
+
+}  // namespace
+}  // namespace pbp

@@ -1,0 +1,285 @@
+// pprof's profile.proto (userspace/export/proto/profile.proto), gzip-compressed: what
+// `go tool pprof`, Pyroscope, Parca, Grafana and Cloud Profiler read.
+//
+// - Sample types: samples/count (1 per sample) and cpu/nanoseconds (the sampling period per
+//   sample); period_type cpu/nanoseconds, period = the period; default_sample_type cpu.
+//   time_nanos is the wall-clock start of the run, duration_nanos its length.
+// - One Function per distinct (name, file) of the frame table; one Location per frame-table
+//   entry (a frame is name + file + sampled line), with one Line {function, line}, all in
+//   one mapping ("python") marked as already symbolized.
+//   Synthetic frames ("[truncated]", ...) are functions without a file name and lines 0.
+// - system_name is left unset: pprof "demangles" a function whose system_name equals its name
+//   and cuts anything between '<' and '>' out of it, so `<module>` would lose its name.
+// - Samples are aggregated: one pprof Sample per (process, thread, stack) with the values
+//   summed, location ids leaf first (pprof's order; our stacks are root first). Per-thread
+//   identity lives in the labels of every sample: pid, tid (numbers), thread_name, process
+//   (strings), ns_pid / ns_tid when they differ from the host ids, and the process's
+//   container/pod labels as strings. Per-sample timestamps are therefore not written
+//   (pprof has no timestamp field; a per-sample "time" label would defeat the aggregation
+//   and multiply the file size); the speedscope output keeps the timeline.
+// - Ids start at 1 and string_table[0] is "". Output is deterministic for a given Profile.
+#include <zlib.h>
+
+#include <cstdio>
+#include <map>
+#include <tuple>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "export/exporter.h"
+#include "profile.pb.h"
+
+#ifndef PYBPFPROF_VERSION
+#define PYBPFPROF_VERSION "unknown"
+#endif
+
+namespace pbp {
+
+namespace {
+
+namespace pp = perftools::profiles;
+
+// s with every invalid UTF-8 sequence replaced by U+FFFD: string_table is a proto3 `string`,
+// which protobuf refuses to parse (and warns about when writing) unless it is valid UTF-8.
+std::string valid_utf8(const std::string& s) {
+    std::string r;
+    r.reserve(s.size());
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        unsigned char c = b[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        bool ok = len && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++) ok = (b[i + k] & 0xc0) == 0x80;
+        if (ok && len > 1) {
+            uint32_t cp = c & (0x7f >> len);
+            for (size_t k = 1; k < len; k++) cp = (cp << 6) | (b[i + k] & 0x3f);
+            static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+            ok = cp >= kMin[len] && cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff);
+        }
+        if (ok) {
+            r.append(s, i, len);
+            i += len;
+        } else {
+            r += "\xEF\xBF\xBD";
+            i++;
+        }
+    }
+    return r;
+}
+
+class StringTable {
+public:
+    explicit StringTable(pp::Profile& p) : p_(p) { id(""); }
+    int64_t id(const std::string& raw) {
+        std::string s = valid_utf8(raw);
+        auto it = index_.find(s);
+        if (it != index_.end()) return it->second;
+        int64_t i = p_.string_table_size();
+        p_.add_string_table(s);
+        index_.emplace(std::move(s), i);
+        return i;
+    }
+
+private:
+    pp::Profile& p_;
+    std::unordered_map<std::string, int64_t> index_;
+};
+
+uint64_t effective_period_ns(const RunInfo& run) {
+    if (run.period_ns) return run.period_ns;
+    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
+    return 1000000;  // unknown rate: count each sample as 1 ms (as the speedscope exporter does)
+}
+
+// gzip (RFC 1952) of data, as pprof expects of a .pb.gz.
+std::string gzip(const std::string& data) {
+    z_stream zs{};
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        throw std::runtime_error("pprof: deflateInit2 failed");
+    std::string out;
+    out.resize(deflateBound(&zs, data.size()) + 64);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs.avail_in = static_cast<uInt>(data.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    int rc = deflate(&zs, Z_FINISH);
+    size_t n = zs.total_out;
+    deflateEnd(&zs);
+    if (rc != Z_STREAM_END) throw std::runtime_error("pprof: gzip compression failed");
+    out.resize(n);
+    return out;
+}
+
+class PprofExporter : public Exporter {
+public:
+    std::string name() const override { return "pprof"; }
+    std::string extension() const override { return "pb.gz"; }
+    std::string how_to_open(const std::string& path) const override {
+        return "open it with: go tool pprof -http=: " + path +
+               "  (or load it into Pyroscope, Parca or Grafana)";
+    }
+    void write(const Profile& profile, std::ostream& out) const override;
+};
+
+void PprofExporter::write(const Profile& prof, std::ostream& out) const {
+    const RunInfo& run = prof.run;
+    const int64_t period = static_cast<int64_t>(effective_period_ns(run));
+
+    pp::Profile p;
+    StringTable st(p);
+
+    auto* count_type = p.add_sample_type();
+    count_type->set_type(st.id("samples"));
+    count_type->set_unit(st.id("count"));
+    auto* cpu_type = p.add_sample_type();
+    cpu_type->set_type(st.id("cpu"));
+    cpu_type->set_unit(st.id("nanoseconds"));
+    p.mutable_period_type()->set_type(st.id("cpu"));
+    p.mutable_period_type()->set_unit(st.id("nanoseconds"));
+    p.set_period(period);
+    p.set_default_sample_type(st.id("cpu"));
+    p.set_time_nanos(run.start_unix_ns);
+    p.set_duration_nanos(run.end_mono_ns > run.start_mono_ns
+                             ? static_cast<int64_t>(run.end_mono_ns - run.start_mono_ns)
+                             : 0);
+
+    p.add_comment(st.id(std::string("pybpfprof ") + PYBPFPROF_VERSION));
+    if (!run.target.empty()) p.add_comment(st.id("target: " + run.target));
+    if (!run.kernel.empty()) p.add_comment(st.id("kernel: " + run.kernel));
+    if (run.rate_hz > 0) {
+        char rate[32];
+        std::snprintf(rate, sizeof rate, "%g", run.rate_hz);
+        p.add_comment(st.id(std::string("rate: ") + rate + " Hz"));
+    }
+    if (run.lost) p.add_comment(st.id("lost samples: " + std::to_string(run.lost)));
+    if (run.truncated)
+        p.add_comment(st.id("truncated stacks: " + std::to_string(run.truncated)));
+
+    // Functions: one per (name, file, synthetic). Our frames only know the line of the sampled
+    // instruction, not where the function starts, so start_line is the smallest line sampled
+    // in that function (at or after the real def line; 0 when no line is known). On 3.11+ the
+    // entry instruction (RESUME) is on the def line, so a sampled entry makes it exact.
+    const auto& frames = prof.frames.all();
+    std::map<std::tuple<std::string, std::string, bool>, uint64_t> fn_ids;
+    std::vector<uint64_t> frame_fn(frames.size());
+    for (size_t i = 0; i < frames.size(); i++) {
+        const Frame& f = frames[i];
+        const std::string file = f.synthetic ? std::string() : f.file;
+        auto key = std::make_tuple(f.name.empty() ? std::string("?") : f.name, file, f.synthetic);
+        auto [it, added] = fn_ids.emplace(key, 0);
+        if (added) {
+            auto* fn = p.add_function();
+            it->second = static_cast<uint64_t>(p.function_size());  // ids start at 1
+            fn->set_id(it->second);
+            fn->set_name(st.id(std::get<0>(key)));
+            if (!file.empty()) fn->set_filename(st.id(file));
+            if (!f.synthetic && f.line > 0) fn->set_start_line(f.line);
+        } else if (!f.synthetic && f.line > 0) {
+            auto* fn = p.mutable_function(static_cast<int>(it->second - 1));
+            if (fn->start_line() == 0 || f.line < fn->start_line()) fn->set_start_line(f.line);
+        }
+        frame_fn[i] = it->second;
+    }
+    // One mapping for everything, marked as symbolized (functions, files and lines known):
+    // pprof then neither tries to symbolize the locations nor warns "Main binary filename not
+    // available"; its file name is what pprof's header shows as "File:".
+    auto* mapping = p.add_mapping();
+    mapping->set_id(1);
+    mapping->set_filename(st.id("python"));
+    mapping->set_has_functions(true);
+    mapping->set_has_filenames(true);
+    mapping->set_has_line_numbers(true);
+
+    // Locations: frame-table index i is location id i + 1.
+    for (size_t i = 0; i < frames.size(); i++) {
+        auto* loc = p.add_location();
+        loc->set_id(i + 1);
+        loc->set_mapping_id(1);
+        auto* line = loc->add_line();
+        line->set_function_id(frame_fn[i]);
+        if (!frames[i].synthetic && frames[i].line > 0) line->set_line(frames[i].line);
+    }
+
+    // pprof drops samples without locations from some views (-raw, flame graphs) while
+    // counting them in totals, so a sample whose stack is empty (the aggregator always
+    // gives one, but a Profile may lack it) gets one synthetic frame: "[no stack]".
+    uint64_t empty_loc = 0;
+    auto empty_stack_location = [&]() {
+        if (empty_loc) return empty_loc;
+        auto* fn = p.add_function();
+        fn->set_id(static_cast<uint64_t>(p.function_size()));
+        fn->set_name(st.id("[no stack]"));
+        auto* loc = p.add_location();
+        empty_loc = static_cast<uint64_t>(frames.size()) + 1;
+        loc->set_id(empty_loc);
+        loc->set_mapping_id(1);
+        loc->add_line()->set_function_id(fn->id());
+        return empty_loc;
+    };
+
+    static const char* const kReserved[] = {"pid", "tid", "ns_pid", "ns_tid", "thread_name",
+                                            "process"};
+    for (const auto& [pid, pr] : prof.processes) {
+        const std::string process = pr.display_name();
+        for (const auto& [tid, t] : pr.threads) {
+            if (t.samples.empty()) continue;
+            std::vector<pp::Label> labels;
+            auto num = [&](const std::string& k, int64_t v) {
+                pp::Label l;
+                l.set_key(st.id(k));
+                l.set_num(v);
+                labels.push_back(l);
+            };
+            // A string label's value cannot be "" (index 0 reads as a numeric label):
+            // an unknown thread name is "?", an empty container/pod label is left out.
+            auto str = [&](const std::string& k, const std::string& v) {
+                if (v.empty()) return;
+                pp::Label l;
+                l.set_key(st.id(k));
+                l.set_str(st.id(v));
+                labels.push_back(l);
+            };
+            num("pid", pr.pid);
+            num("tid", t.tid);
+            if (pr.ns_pid && pr.ns_pid != pr.pid) num("ns_pid", pr.ns_pid);
+            if (t.ns_tid && t.ns_tid != t.tid) num("ns_tid", t.ns_tid);
+            str("thread_name", t.name.empty() ? std::string("?") : t.name);
+            str("process", process);
+            for (const auto& [k, v] : pr.labels) {
+                bool clash = false;
+                for (const char* r : kReserved) clash |= k == r;
+                str(clash ? "label_" + k : k, v);
+            }
+
+            std::map<uint32_t, int64_t> counts;  // stack -> samples, ordered for stable output
+            for (const auto& s : t.samples) counts[s.stack]++;
+            for (const auto& [stack, n] : counts) {
+                auto* s = p.add_sample();
+                if (stack < prof.stacks.size()) {
+                    const auto& root_first = prof.stacks.at(stack);
+                    for (auto it = root_first.rbegin(); it != root_first.rend(); ++it)
+                        if (*it < frames.size()) s->add_location_id(*it + 1);
+                }
+                if (s->location_id_size() == 0) s->add_location_id(empty_stack_location());
+                s->add_value(n);
+                s->add_value(n * period);
+                for (const auto& l : labels) *s->add_label() = l;
+            }
+        }
+    }
+
+    std::string bytes;
+    if (!p.SerializeToString(&bytes)) throw std::runtime_error("pprof: cannot serialize the profile");
+    const std::string gz = gzip(bytes);
+    out.write(gz.data(), static_cast<std::streamsize>(gz.size()));
+}
+
+}  // namespace
+
+std::unique_ptr<Exporter> make_pprof_exporter() { return std::make_unique<PprofExporter>(); }
+
+}  // namespace pbp
