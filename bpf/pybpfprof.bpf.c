@@ -507,9 +507,13 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p)
 {
-	if (!(watch_flags & PBP_WATCH_EXEC))
-		return 0;
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	/* A profiled process replaced its program: its offsets and addresses are void from
+	 * now on. Forget it here, before any sample of the new program can be walked with
+	 * them; userspace re-discovers it from the event. */
+	int known = bpf_map_delete_elem(&procs, &tgid) == 0;
+	if (!known && !(watch_flags & PBP_WATCH_EXEC))
+		return 0;
 	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
 	emit_proc_event(PBP_EV_EXEC, tgid, ppid);
 	return 0;
