@@ -7,8 +7,10 @@
  *
  * Two copies of the sampler are built from the same step functions:
  *   on_sample       - bpf_loop (5.17+), walks up to PBP_MAX_DEPTH frames
- *   on_sample_nolp  - bounded loops for 5.8 .. 5.16, PBP_MAX_DEPTH_NO_LOOP frames
- * Userspace autoloads exactly one of them.
+ *   on_sample_nolp  - for 5.8 .. 5.16: finds the thread state with a bounded loop, then
+ *                     walks PBP_NOLP_CHUNK frames per program run, continuing in
+ *                     walk_nolp through tail calls, up to PBP_MAX_DEPTH_NO_LOOP frames
+ * Userspace autoloads exactly one of them (walk_nolp goes with on_sample_nolp).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -23,6 +25,8 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 watch_flags = 0;
 /* Samples do not wake the consumer (it drains on a timer) until this much is queued. */
 const volatile __u64 wakeup_bytes = 1 << 18;
+/* Frames per run of walk_nolp (no-bpf_loop kernels), <= PBP_NOLP_CHUNK. */
+const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -70,10 +74,18 @@ struct {
 #define FCACHE 4096
 
 /* Hot parts first: a shallow walk then touches two pages of this per-CPU value. */
+/* The frame walk's state between tail calls (no-bpf_loop kernels). Pointers cannot be
+ * kept in a map, so the process is looked up again by tgid. */
+struct nolp_state {
+	__u64 frame, hash, fc_base, last_code, now;
+	__u32 fc_len, last_csum, depth, max_depth, flags, reason, tgid, tid;
+};
+
 struct scratch {
 	__u8 cwin[PBP_WINDOW];
 	__u8 fcache[FCACHE + PBP_WINDOW];
 	struct pbp_stack stack;
+	struct nolp_state nolp;
 };
 
 struct {
@@ -82,6 +94,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
+
+/* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nolp_progs SEC(".maps");
 
 /* A negative thread-state entry ("this thread has no PyThreadState") is trusted this
  * long before the list is walked again. Short, because a new Python thread's state is
@@ -440,7 +460,61 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 	return w.found;
 }
 
-static __always_inline int sample(int use_loop)
+/* Store the walked stack (unless known) and emit the sample. */
+static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid)
+{
+	struct scratch *s = w->s;
+	if (w->flags & PBP_F_TRUNCATED)
+		stat_add(PBP_STAT_TRUNCATED, 1);
+	if (!w->depth)
+		return emit(now, tgid, tid, 0, 0, w->flags, w->reason ? w->reason : PBP_ERR_NO_FRAME, 0);
+
+	__u64 id = w->hash ? w->hash : 1;
+	int fresh = 0;
+	if (!bpf_map_lookup_elem(&stacks, &id)) {
+		s->stack.depth = w->depth;
+		s->stack.pid = tgid;
+		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
+			stat_add(PBP_STAT_STACK_NEW, 1);
+			fresh = 1;
+		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
+			return emit(now, tgid, tid, 0, w->depth, w->flags, PBP_ERR_STACK_MAP, 0);
+		}
+	}
+	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, fresh);
+}
+
+static __always_inline void nolp_save(struct scratch *s, const struct fwalk *w)
+{
+	struct nolp_state *n = &s->nolp;
+	n->frame = w->frame;
+	n->hash = w->hash;
+	n->fc_base = w->fc_base;
+	n->fc_len = w->fc_len;
+	n->last_code = w->last_code;
+	n->last_csum = w->last_csum;
+	n->depth = w->depth;
+	n->max_depth = w->max_depth;
+	n->flags = w->flags;
+	n->reason = w->reason;
+}
+
+static __always_inline void nolp_load(const struct scratch *s, struct fwalk *w)
+{
+	const struct nolp_state *n = &s->nolp;
+	w->frame = n->frame;
+	w->hash = n->hash;
+	w->fc_base = n->fc_base;
+	w->fc_len = n->fc_len;
+	w->last_code = n->last_code;
+	w->last_csum = n->last_csum;
+	w->depth = n->depth;
+	w->max_depth = n->max_depth;
+	w->flags = n->flags;
+	w->reason = n->reason;
+}
+
+static __always_inline int sample(void *ctx, int use_loop)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
@@ -480,43 +554,65 @@ static __always_inline int sample(int use_loop)
 		if (w.max_depth > PBP_MAX_DEPTH)
 			w.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, fwalk_cb, &w, 0);
-	} else {
-		if (w.max_depth > PBP_MAX_DEPTH_NO_LOOP)
-			w.max_depth = PBP_MAX_DEPTH_NO_LOOP;
-		for (int i = 0; i < PBP_MAX_DEPTH_NO_LOOP + 1; i++)
-			if (fwalk_step(&w))
-				break;
+		return finish_walk(&w, now, tgid, tid);
 	}
-	if (w.flags & PBP_F_TRUNCATED)
-		stat_add(PBP_STAT_TRUNCATED, 1);
-	if (!w.depth)
-		return emit(now, tgid, tid, 0, 0, w.flags, w.reason ? w.reason : PBP_ERR_NO_FRAME, 0);
-
-	__u64 id = w.hash ? w.hash : 1;
-	int fresh = 0;
-	if (!bpf_map_lookup_elem(&stacks, &id)) {
-		s->stack.depth = w.depth;
-		s->stack.pid = tgid;
-		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
-			stat_add(PBP_STAT_STACK_NEW, 1);
-			fresh = 1;
-		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
-			return emit(now, tgid, tid, 0, w.depth, w.flags, PBP_ERR_STACK_MAP, 0);
-		}
-	}
-	return emit(now, tgid, tid, id, w.depth, w.flags, w.reason, fresh);
+	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
+	if (w.max_depth > nolp_chunk * PBP_NOLP_RUNS)
+		w.max_depth = nolp_chunk * PBP_NOLP_RUNS;
+	nolp_save(s, &w);
+	s->nolp.now = now;
+	s->nolp.tgid = tgid;
+	s->nolp.tid = tid;
+	bpf_tail_call(ctx, &nolp_progs, 0);
+	return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
 }
 
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
-	return sample(1);
+	return sample(ctx, 1);
 }
 
 SEC("perf_event")
 int on_sample_nolp(struct bpf_perf_event_data *ctx)
 {
-	return sample(0);
+	return sample(ctx, 0);
+}
+
+/* One chunk of the no-bpf_loop frame walk; tail-calls itself until the walk ends. The
+ * tail-call limit (33 runs) is above PBP_NOLP_RUNS, so a walk ends by max_depth first;
+ * running out of tail calls anyway is marked as truncation. */
+SEC("perf_event")
+int walk_nolp(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	__u32 tgid = s->nolp.tgid, tid = s->nolp.tid;
+	__u64 now = s->nolp.now;
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc)
+		return 0;
+	struct fwalk w = {};
+	w.proc = proc;
+	w.s = s;
+	nolp_load(s, &w);
+	int done = 0;
+	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {
+		if (i >= nolp_chunk) /* a constant at load time: the verifier drops the rest */
+			break;
+		if (fwalk_step(&w)) {
+			done = 1;
+			break;
+		}
+	}
+	if (!done) {
+		nolp_save(s, &w);
+		bpf_tail_call(ctx, &nolp_progs, 0);
+		w.flags |= PBP_F_TRUNCATED; /* out of tail calls */
+	}
+	return finish_walk(&w, now, tgid, tid);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */
@@ -542,9 +638,13 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p)
 {
-	if (!(watch_flags & PBP_WATCH_EXEC))
-		return 0;
 	__u32 tgid = BPF_CORE_READ(p, tgid);
+	/* A profiled process replaced its program: its offsets and addresses are void from
+	 * now on. Forget it here, before any sample of the new program can be walked with
+	 * them; userspace re-discovers it from the event. */
+	int known = bpf_map_delete_elem(&procs, &tgid) == 0;
+	if (!known && !(watch_flags & PBP_WATCH_EXEC))
+		return 0;
 	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
 	emit_proc_event(PBP_EV_EXEC, tgid, ppid);
 	return 0;

@@ -18,6 +18,7 @@ const char* Aggregator::reason_label(uint32_t reason) {
         case PBP_ERR_NOT_CODE: return "not a code object";
         case PBP_ERR_STACK_MAP: return "BPF stack map full";
         case PBP_ERR_THREAD_WALK_LIMIT: return "thread list longer than the walk limit";
+        case PBP_ERR_TAIL_CALL: return "frame walk tail call failed";
         default: return "unknown";
     }
 }

@@ -60,33 +60,67 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     s->handler_ = std::move(handler);
 
     // bpf_loop (5.17+) lets one program walk PBP_MAX_DEPTH frames; older kernels get the
-    // bounded-loop program.
+    // program that walks PBP_NOLP_CHUNK frames per run and continues through tail calls.
     s->use_loop_ = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
     if (getenv("PYBPFPROF_FORCE_NO_BPF_LOOP")) s->use_loop_ = false;
-
-    LIBBPF_OPTS(bpf_object_open_opts, opts);
-    if (!cfg.btf_path.empty()) opts.btf_custom_path = cfg.btf_path.c_str();
-    s->skel_ = pybpfprof_bpf__open_opts(&opts);
-    if (!s->skel_) {
-        error = std::string("cannot open the BPF object: ") + strerror(errno);
-        return nullptr;
-    }
-    s->skel_->rodata->watch_flags = cfg.watch_exec ? PBP_WATCH_EXEC : 0;
-    bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
-    bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
 
     auto cpus = online_cpus();
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, cpus.size() * (256 << 10));
     rb = pow2_at_least(rb);
-    bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
-    s->skel_->rodata->wakeup_bytes = rb / 8;
-    bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
 
-    int err = pybpfprof_bpf__load(s->skel_);
-    if (err) {
+    // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
+    // try the larger chunk, and a smaller one if this kernel's verifier gives up on it.
+    std::vector<uint32_t> chunks{PBP_NOLP_CHUNK};
+    if (!s->use_loop_) chunks.push_back(PBP_NOLP_CHUNK_SMALL);
+    for (size_t attempt = 0; attempt < chunks.size(); attempt++) {
+        LIBBPF_OPTS(bpf_object_open_opts, opts);
+        if (!cfg.btf_path.empty()) opts.btf_custom_path = cfg.btf_path.c_str();
+        s->skel_ = pybpfprof_bpf__open_opts(&opts);
+        if (!s->skel_) {
+            error = std::string("cannot open the BPF object: ") + strerror(errno);
+            return nullptr;
+        }
+        s->skel_->rodata->watch_flags = cfg.watch_exec ? PBP_WATCH_EXEC : 0;
+        s->skel_->rodata->nolp_chunk = chunks[attempt];
+        bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
+        bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
+        s->skel_->rodata->wakeup_bytes = rb / 8;
+        bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
+
+        int err = pybpfprof_bpf__load(s->skel_);
+        if (!err) {
+            s->nolp_chunk_ = chunks[attempt];
+            break;
+        }
+        pybpfprof_bpf__destroy(s->skel_);
+        s->skel_ = nullptr;
+        if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) continue;
         error = std::string("cannot load the BPF program: ") + strerror(-err) +
                 " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
         return nullptr;
+    }
+
+    if (getenv("PYBPFPROF_DEBUG")) {  // verifier cost per program (kernels 5.16+ report it)
+        bpf_program* p;
+        bpf_object__for_each_program(p, s->skel_->obj) {
+            if (bpf_program__fd(p) < 0) continue;
+            bpf_prog_info info{};
+            uint32_t len = sizeof info;
+            if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) == 0)
+                fprintf(stderr, "pybpfprof: debug: %s: %u instructions verified, %u translated\n",
+                        bpf_program__name(p), info.verified_insns, info.xlated_prog_len / 8);
+        }
+    }
+
+    if (!s->use_loop_) {
+        uint32_t key = 0;
+        int fd = bpf_program__fd(s->skel_->progs.walk_nolp);
+        if (bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_progs), &key, &fd, BPF_ANY)) {
+            error = std::string("cannot set up the frame walk's tail call: ") + strerror(errno);
+            return nullptr;
+        }
     }
 
     if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);

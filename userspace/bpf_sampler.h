@@ -53,7 +53,8 @@ public:
     ProgStats prog_stats() const;
 
     bool uses_bpf_loop() const { return use_loop_; }
-    uint32_t max_depth() const { return use_loop_ ? PBP_MAX_DEPTH : PBP_MAX_DEPTH_NO_LOOP; }
+    // The deepest stack BPF walks on this kernel.
+    uint32_t max_depth() const { return use_loop_ ? PBP_MAX_DEPTH : nolp_chunk_ * PBP_NOLP_RUNS; }
     uint64_t period_ns() const { return period_ns_; }
     int cpus() const { return static_cast<int>(perf_links_.size()); }
 
@@ -68,6 +69,7 @@ private:
     std::vector<bpf_link*> tp_links_;
     Handler handler_;
     bool use_loop_ = true;
+    uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop
     uint64_t period_ns_ = 0;
     int stats_fd_ = -1;
 };

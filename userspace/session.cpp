@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "session.h"
 
 #include <signal.h>
@@ -101,6 +102,9 @@ private:
     void schedule(pid_t pid) { pending_[pid] = {mono_ns(), 0}; }
     void run_pending();
     bool in_launch_tree(pid_t pid, pid_t ppid);
+    bool asked_for(pid_t pid) const {  // named with --pid
+        return std::find(o_.pids.begin(), o_.pids.end(), pid) != o_.pids.end();
+    }
     void target_gone(pid_t pid);
     void status_line(bool final);
     int finish();
@@ -223,8 +227,10 @@ void Session::on_event(const pbp_event& e) {
         case PBP_EV_FORK: {
             pid_t pid = static_cast<pid_t>(e.pid);
             if (pid == getpid()) break;
+            // A --pid target is followed through exec: out of Python (dropped, BPF already
+            // forgot it) and back into Python (profiled again).
             bool wanted = o_.all_python || in_launch_tree(pid, static_cast<pid_t>(e.ppid)) ||
-                          (e.type == PBP_EV_EXEC && targets_.count(pid));
+                          (e.type == PBP_EV_EXEC && (targets_.count(pid) || asked_for(pid)));
             if (!wanted) break;
             if (e.type == PBP_EV_EXEC && targets_.count(pid)) {
                 // Same PID, new program: its old layout and caches are void.
@@ -344,7 +350,9 @@ int Session::run() {
 
     SamplerConfig cfg;
     cfg.rate_hz = o_.rate_hz;
-    cfg.watch_exec = o_.all_python || launched_;
+    // Every mode follows exec: --all-python and launched commands pick up new Python
+    // programs; a --pid target may exec into Python again.
+    cfg.watch_exec = true;
     cfg.btf_path = o_.btf_path;
     sampler_ = BpfSampler::open(cfg, [this](const pbp_event& e) { on_event(e); }, error);
     if (!sampler_) {
@@ -444,7 +452,9 @@ int Session::run() {
             for (pid_t p : std::set<pid_t>(targets_))
                 if (!procfs::exists(p)) target_gone(p);
         }
-        if (!o_.pids.empty() && targets_.empty()) {
+        // A --pid target that exec'd out of Python is waited for: it may exec back.
+        if (!o_.pids.empty() && targets_.empty() && pending_.empty() &&
+            std::none_of(o_.pids.begin(), o_.pids.end(), [](pid_t p) { return procfs::exists(p); })) {
             stop_reason = "all targets exited";
             break;
         }

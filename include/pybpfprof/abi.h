@@ -20,12 +20,18 @@
 
 /* Deepest Python stack captured whole (CPython's default recursion limit is 1000). */
 #define PBP_MAX_DEPTH 1024
-/* Depth reachable without bpf_loop (kernels 5.10 .. 5.16): bounded unrolled walk. */
-#define PBP_MAX_DEPTH_NO_LOOP 96
+/* Without bpf_loop (kernels 5.8 .. 5.16) the frame walk runs nolp_chunk frames per
+ * program run (at most PBP_NOLP_CHUNK; the verifier's cost grows steeply with it, so
+ * userspace retries with PBP_NOLP_CHUNK_SMALL if a kernel refuses) and continues through
+ * tail calls: PBP_NOLP_RUNS runs, within the kernel's limit of 33. */
+#define PBP_NOLP_CHUNK 8
+#define PBP_NOLP_CHUNK_SMALL 4
+#define PBP_NOLP_RUNS 32
+#define PBP_MAX_DEPTH_NO_LOOP (PBP_NOLP_CHUNK * PBP_NOLP_RUNS)
 /* Bounds for the thread-state search (interpreters x threads). */
 #define PBP_MAX_INTERPRETERS 16
 #define PBP_MAX_THREAD_WALK 4096
-#define PBP_MAX_THREAD_WALK_NO_LOOP 48
+#define PBP_MAX_THREAD_WALK_NO_LOOP 8
 /* Largest window read from a frame or a code object in one probe read. */
 #define PBP_WINDOW 256
 
@@ -147,7 +153,8 @@ enum pbp_reason {
 	PBP_ERR_NOT_CODE = 7,        /* f_executable is not a code object (skipped, counted) */
 	PBP_ERR_STACK_MAP = 8,       /* could not store the stack (map update failed) */
 	PBP_ERR_THREAD_WALK_LIMIT = 9, /* thread list longer than the walk bound */
-	PBP_REASON_COUNT = 10,
+	PBP_ERR_TAIL_CALL = 10,      /* no-bpf_loop walk: the tail call into walk_nolp failed */
+	PBP_REASON_COUNT = 11,
 };
 
 /* Sample flags. */

@@ -335,6 +335,20 @@ TEST(ProfilingSetup, WholeMatrixPresentUnderCI) {
                              "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "bullseye-3.9", "trixie-3.13", "sid-3.14",
                              "sid-3.15"})
         PBP_REQUIRE(have.count(want), want + " is missing (tools/provision-pythons makes the chroots)");
+    // The free-threaded builds. A build is excused only when this machine's Debian mirror
+    // does not serve the source package at all (tools/provision-free-threaded records that).
+    std::set<std::string> names;
+    for (auto& i : all_interpreters()) names.insert(i.name);
+    for (auto& minor : free_threaded_minors()) {
+        std::string name = "sid-ft-" + minor + "t";
+        std::string unavailable = chroot_dir("sid-ft") + free_threaded_prefix(minor) + ".unavailable";
+        if (!names.count(name) && std::filesystem::exists(unavailable)) {
+            std::cerr << "NOTE: " << name << " cannot be built here: " << read_file(unavailable);
+            RecordProperty(name, "unavailable: " + read_file(unavailable));
+            continue;
+        }
+        PBP_REQUIRE(names.count(name), name + " is missing (tools/provision-free-threaded builds it)");
+    }
 }
 
 // ---- bad input ------------------------------------------------------------------

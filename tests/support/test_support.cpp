@@ -299,7 +299,19 @@ std::vector<Interpreter> all_interpreters() {
         if (fs::exists(root + "/usr/bin/" + exe, ec))
             v.push_back({std::string(chroot) + "-" + minor, {"chroot", root, exe}, minor, root});
     }
+    for (auto& minor : free_threaded_minors()) {
+        std::string root = chroot_dir("sid-ft"), exe = free_threaded_exe(minor);
+        std::error_code ec;
+        if (fs::exists(root + free_threaded_prefix(minor) + "/.pybpfprof-ready", ec) && fs::exists(root + exe, ec))
+            v.push_back({"sid-ft-" + minor + "t", {"chroot", root, exe}, minor, root});
+    }
     return v;
+}
+
+std::vector<std::string> free_threaded_minors() { return {"3.13", "3.14"}; }
+std::string free_threaded_prefix(const std::string& minor) { return "/opt/python" + minor + "-ft"; }
+std::string free_threaded_exe(const std::string& minor) {
+    return free_threaded_prefix(minor) + "/bin/python" + minor + "t";
 }
 
 }  // namespace pbp::test

@@ -129,6 +129,12 @@ std::string chroot_dir(const std::string& name);
 // Every interpreter on the machine: host 3.11, the pyenv builds, then those present of the
 // chroots' (run with `chroot DIR pythonX.Y`, named "CHROOT-X.Y"): sid's 3.14 and 3.15,
 // bullseye's 3.9 and trixie's 3.13.
+// ... and the free-threaded builds (`--disable-gil`, from Debian's source packages) in
+// the sid-ft chroot, named "sid-ft-3.13t" / "sid-ft-3.14t" (tools/provision-free-threaded).
 std::vector<Interpreter> all_interpreters();
+// The free-threaded minors built, their install prefix and executable inside sid-ft.
+std::vector<std::string> free_threaded_minors();
+std::string free_threaded_prefix(const std::string& minor);
+std::string free_threaded_exe(const std::string& minor);
 
 }  // namespace pbp::test

@@ -1,0 +1,109 @@
+// Kernels without bpf_loop (5.8 .. 5.16): the fallback program walks a fixed number of frames
+// per run and continues through tail calls. Forced here with PYBPFPROF_FORCE_NO_BPF_LOOP=1,
+// so the fallback is checked on every run of the suite, on one interpreter of each frame
+// layout (frame objects <= 3.10, cframe 3.11/3.12, 3.13+ debug offsets); tools/vmtest runs
+// it on a real 5.10 kernel.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "speedscope_reader.h"
+#include "test_support.h"
+
+namespace pbp::test {
+namespace {
+
+std::vector<Interpreter> one_per_layout() {
+    std::vector<Interpreter> v;
+    for (auto& i : all_interpreters())
+        if (i.name == "host-3.11" || i.name.rfind("pyenv-3.6", 0) == 0 || i.name.rfind("pyenv-3.10", 0) == 0 ||
+            i.name.rfind("pyenv-3.12", 0) == 0 || i.name == "sid-3.14")
+            v.push_back(i);
+    return v;
+}
+
+class NoBpfLoop : public ::testing::TestWithParam<Interpreter> {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+        dir = temp_dir();
+    }
+    RProfile profile(const std::string& script, std::vector<std::string> args) {
+        const Interpreter& in = GetParam();
+        std::string path = source_dir() + "/tests/workloads/" + script;
+        if (!in.root.empty()) {
+            std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
+            std::filesystem::copy_file(path, in.root + "/tmp/pbp-workloads/" + script,
+                                       std::filesystem::copy_options::overwrite_existing);
+            path = "/tmp/pbp-workloads/" + script;
+        }
+        std::string out = dir + "/out.json";
+        std::vector<std::string> cmd{"env", "PYBPFPROF_FORCE_NO_BPF_LOOP=1", pybpfprof_bin(), "-o", out, "-r", "199", "--"};
+        for (auto& a : in.argv) cmd.push_back(a);
+        cmd.push_back(path);
+        for (auto& a : args) cmd.push_back(a);
+        auto r = run(cmd, 120);
+        err = r.err;
+        EXPECT_EQ(r.status, 0) << r.err;
+        std::smatch m;
+        EXPECT_TRUE(std::regex_search(r.err, m, std::regex("max depth (\\d+) \\(no bpf_loop on this kernel\\)"))) << r.err;
+        if (!m.empty()) depth = std::stoi(m[1]);
+        return read_speedscope(out);
+    }
+    std::string dir, err;
+    int depth = 0;
+};
+
+TEST_P(NoBpfLoop, ShallowerThanTheLimitSeenWhole) {
+    // 240 recursions + <module>, main and spin: 243 frames, within the 256 reported.
+    auto prof = profile("deep_recursion.py", {"2", "240"});
+    ASSERT_EQ(depth, 256);
+    size_t whole = 0, total = 0;
+    for (auto& t : prof.threads)
+        for (auto& s : t.samples) {
+            if (s.empty() || s.back().name != "spin") continue;
+            total++;
+            size_t rec = 0;
+            for (auto& f : s) rec += f.name == "recurse";
+            if (rec == 240 && s.front().name == "<module>" && s[1].name == "main") whole++;
+        }
+    ASSERT_GT(total, 100u) << err;
+    EXPECT_EQ(whole, total);
+}
+
+TEST_P(NoBpfLoop, DeeperThanTheLimitIsTruncatedAtIt) {
+    auto prof = profile("deep_recursion.py", {"2", "900"});
+    size_t total = 0, exact = 0;
+    for (auto& t : prof.threads)
+        for (auto& s : t.samples) {
+            if (s.empty() || s.back().name != "spin") continue;
+            total++;
+            // The innermost `depth` frames, under a [truncated] marker at the root.
+            size_t real = 0;
+            for (auto& f : s) real += f.name == "recurse" || f.name == "spin";
+            if (s.front().name == "[truncated]" && real == static_cast<size_t>(depth)) exact++;
+        }
+    ASSERT_GT(total, 100u) << err;
+    EXPECT_EQ(exact, total) << "samples whose stack is exactly the innermost " << depth << " frames";
+    EXPECT_NE(err.find("marked [truncated]"), std::string::npos) << err;
+}
+
+TEST_P(NoBpfLoop, CpuSplitSeventyThirty) {
+    auto prof = profile("cpu_split.py", {"3"});
+    std::string q = std::stoi(GetParam().version.substr(2)) >= 11 ? "Splitter." : "";
+    size_t a = prof.count([&](auto& s) { return has_frame(s, q + "hot_seventy"); });
+    size_t b = prof.count([&](auto& s) { return has_frame(s, q + "hot_thirty"); });
+    ASSERT_GT(a + b, 200u) << err;
+    EXPECT_NEAR(100.0 * a / (a + b), 70.0, 5.0) << a << " vs " << b;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, NoBpfLoop, ::testing::ValuesIn(one_per_layout()), interpreter_test_name);
+
+TEST(NoBpfLoopSetup, EveryLayoutPresentUnderCI) {
+    PBP_REQUIRE(one_per_layout().size() == 5, "an interpreter of each frame layout (tools/provision-pythons, pyenv)");
+}
+
+}  // namespace
+}  // namespace pbp::test
