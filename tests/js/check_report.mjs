@@ -195,6 +195,30 @@ async function main() {
     await sleep(300);
   }
 
+  // The top table sorts: by Total (descending) and by Function name (ascending), then back.
+  {
+    const selfCol = () => page.evaluate(() => [...document.querySelectorAll('#top-table tbody tr[data-fn]')]
+      .map(r => ({ name: r.dataset.fn, total: r.children[2].innerText, self: r.children[1].innerText })));
+    const before = await topText();
+    await page.click('#top-table th[data-key="name"]');
+    const byName = await until(async () => {
+      const rows = await selfCol();
+      const names = rows.map(r => r.name);
+      return names.length > 1 && names.every((n, i) => i === 0 || names[i - 1].localeCompare(n) <= 0);
+    }, 5000);
+    if (!byName) fail('clicking the Function heading does not sort the top table by name');
+    else info.push('top table sorts by function name');
+    await page.click('#top-table th[data-key="total"]');
+    const firstTotal = await until(async () => {
+      const h = await page.getAttribute('#top-table th[data-key="total"]', 'class');
+      return h && h.includes('sorted desc');
+    }, 5000);
+    if (!firstTotal) fail('clicking the Total heading does not sort by total');
+    await page.click('#top-table th[data-key="self"]');
+    const restored = await until(async () => (await topText()) === before, 5000);
+    if (!restored) fail('sorting by Self again does not restore the top table');
+  }
+
   // Clicking a process changes the top table; clicking it again restores it.
   const procRows = await page.locator('#proc-table tbody tr.proc-row').count();
   if (expect.min_processes && procRows < expect.min_processes) fail(`${procRows} process rows, want >= ${expect.min_processes}`);
