@@ -24,11 +24,14 @@ bool Launcher::start(const std::vector<std::string>& argv, std::string& error) {
     if (pid_ == 0) {
         close(gate[1]);
         close(err[0]);
-        char c;
-        while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+        char c = 0;
+        ssize_t n;
+        while ((n = read(gate[0], &c, 1)) < 0 && errno == EINTR) {
         }
+        if (n != 1 || c != 'g') _exit(127);  // pybpfprof gave up before sampling: do not run it
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);  // pybpfprof ignores it; an ignored signal survives exec
         std::vector<char*> a;
         for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
         a.push_back(nullptr);
