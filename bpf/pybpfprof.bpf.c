@@ -49,7 +49,7 @@ struct {
 
 struct tstate_entry {
 	__u64 tstate;   /* 0 = known to have none (negative entry) */
-	__u64 ts_ns;    /* when a negative entry was made */
+	__u64 ts_ns;    /* when made (negative entry) or last checked active (positive) */
 	__u32 generation;
 	__u32 _pad;
 };
@@ -410,10 +410,16 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 	if (ce && ce->generation == proc->generation) {
 		if (ce->tstate) {
 			if (rd_u64(ce->tstate + off->tstate_thread_id) == fsbase) {
-				/* Not active: the thread entered another interpreter, or it runs
-				 * without the GIL (then no state is active). Look again, at most
-				 * every NEG_TTL_NS; keep this one if none is active. */
-				if (now - ce->ts_ns < NEG_TTL_NS || tstate_active(off, ce->tstate)) {
+				/* Whether it is still the active state is checked once per
+				 * NEG_TTL_NS, not per sample. Not active: the thread entered another
+				 * interpreter, or it runs without the GIL (then no state is active):
+				 * look again, and keep this one if none is active. */
+				if (now - ce->ts_ns < NEG_TTL_NS) {
+					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
+					return ce->tstate;
+				}
+				if (tstate_active(off, ce->tstate)) {
+					ce->ts_ns = now; /* checked: trust it another NEG_TTL_NS */
 					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
 					return ce->tstate;
 				}
