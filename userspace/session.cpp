@@ -88,6 +88,7 @@ constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500
 struct Pending {
     uint64_t since_ns;
     size_t attempt;
+    uint64_t event_ns = 0;  // BPF timestamp of the exec/fork event (0: found by a scan)
 };
 
 class Session {
@@ -99,7 +100,7 @@ private:
     bool resolve_output(std::string& path, std::string& error);
     bool add_target(const PythonTarget& t, bool announce);
     void on_event(const pbp_event& e);
-    void schedule(pid_t pid) { pending_[pid] = {mono_ns(), 0}; }
+    void schedule(pid_t pid, uint64_t event_ns = 0) { pending_[pid] = {mono_ns(), 0, event_ns}; }
     void run_pending();
     bool in_launch_tree(pid_t pid, pid_t ppid);
     bool asked_for(pid_t pid) const {  // named with --pid
@@ -135,6 +136,10 @@ private:
     uint64_t last_status_ns_ = 0;
     uint64_t last_liveness_ns_ = 0;
     uint64_t last_names_ns_ = 0;
+    // PYBPFPROF_DEBUG: when each target was registered and first sampled (tools/bench/run
+    // measures exec-to-first-sample latency from these lines).
+    const bool debug_ = getenv("PYBPFPROF_DEBUG") != nullptr;
+    std::set<pid_t> first_seen_, first_stack_;
 };
 
 bool Session::resolve_output(std::string& path, std::string& error) {
@@ -222,6 +227,11 @@ void Session::on_event(const pbp_event& e) {
     switch (e.type) {
         case PBP_EV_SAMPLE:
             agg_->on_sample(e);
+            if (debug_ && first_seen_.insert(static_cast<pid_t>(e.pid)).second)
+                std::cerr << "pybpfprof: debug: PID " << e.pid << " first sample at mono_ns " << e.ts_ns << "\n";
+            if (debug_ && e.stack_id && first_stack_.insert(static_cast<pid_t>(e.pid)).second)
+                std::cerr << "pybpfprof: debug: PID " << e.pid << " first python stack at mono_ns " << e.ts_ns
+                          << "\n";
             break;
         case PBP_EV_EXEC:
         case PBP_EV_FORK: {
@@ -238,7 +248,11 @@ void Session::on_event(const pbp_event& e) {
                 symbolizer_.remove_process(pid);
                 targets_.erase(pid);
             }
-            schedule(pid);
+            if (debug_ && e.type == PBP_EV_EXEC) {
+                first_seen_.erase(pid);
+                first_stack_.erase(pid);
+            }
+            schedule(pid, e.ts_ns);
             break;
         }
         case PBP_EV_EXIT:
@@ -262,7 +276,9 @@ void Session::run_pending() {
         bool done = true;
         switch (r.status) {
             case Discovery::Python:
-                add_target(*r.target, true);
+                if (add_target(*r.target, true) && debug_)
+                    std::cerr << "pybpfprof: debug: PID " << pid << " registered at mono_ns " << mono_ns()
+                              << " (event at " << p.event_ns << ", attempt " << p.attempt << ")\n";
                 break;
             case Discovery::NotYet:
                 done = ++p.attempt >= std::size(kRetryMs);
