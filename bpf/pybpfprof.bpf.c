@@ -27,6 +27,9 @@ const volatile __u32 watch_flags = 0;
 const volatile __u64 wakeup_bytes = 1 << 18;
 /* Frames per run of walk_nolp (no-bpf_loop kernels), <= PBP_NOLP_CHUNK. */
 const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
+/* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
+ * removes every timing instruction. */
+const volatile __u32 section_timing = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -81,7 +84,23 @@ struct nolp_state {
 	__u32 fc_len, last_csum, depth, max_depth, flags, reason, tgid, tid;
 };
 
+/* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this
+ * CPU touches neither map's memory (each map access is a likely TLB miss: the maps are
+ * vmalloc'ed in 4 KiB pages, and a miss costs a two-level page walk in a VM):
+ * - the thread-state entries of the last threads sampled here (a copy of the tstates
+ *   entry, validated exactly as the entry itself is);
+ * - the stack ids stored lately from this CPU: such a stack is in the stacks map, or was
+ *   read by userspace when it was stored (a new stack wakes the consumer at once). */
+#define TCACHE 8
+#define SEEN 256
+struct tcache_entry {
+	__u64 pid_tgid;
+	struct tstate_entry e;
+};
+
 struct scratch {
+	struct tcache_entry tcache[TCACHE];
+	__u64 seen[SEEN];
 	__u8 cwin[PBP_WINDOW];
 	__u8 fcache[FCACHE + PBP_WINDOW];
 	struct pbp_stack stack;
@@ -115,6 +134,22 @@ static __always_inline void stat_add(__u32 idx, __u64 n)
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 	if (v)
 		*v += n;
+}
+
+/* Section timing: add the time since prev to stat idx and return now (0 when off). */
+static __always_inline __u64 tmark(__u32 idx, __u64 prev)
+{
+	if (!section_timing)
+		return 0;
+	__u64 t = bpf_ktime_get_ns();
+	stat_add(idx, t - prev);
+	return t;
+}
+
+static __always_inline void tcount(__u32 idx)
+{
+	if (section_timing)
+		stat_add(idx, 1);
 }
 
 static __always_inline __u64 rd_u64(__u64 addr)
@@ -233,8 +268,10 @@ static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const _
 		__u8 sz = off->csum_size[i];
 		if (sz == 8) {
 			__u64 v = win_u64(cwin, off->csum_off[i]);
-			if (off->csum_str_mask & (1u << i))
+			if (off->csum_str_mask & (1u << i)) {
 				v = rd_u64(v + PBP_STR_HASH_OFF);
+				tcount(PBP_STAT_N_STR_READS);
+			}
 			acc = pbp_csum_step(acc, v);
 		} else if (sz == 4)
 			acc = pbp_csum_step(acc, win_u32(cwin, off->csum_off[i]));
@@ -293,6 +330,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		}
 		w->fc_base = start;
 		w->fc_len = n;
+		tcount(PBP_STAT_N_FRAME_READS);
 	}
 	const __u8 *fwin = s->fcache + ((cur - w->fc_base) & (FCACHE - 1));
 	w->frame = win_u64(fwin, off->frame_previous);
@@ -320,6 +358,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 			w->reason = PBP_ERR_READ_CODE;
 			return 1;
 		}
+		tcount(PBP_STAT_N_CODE_READS);
 		if (w->proc->code_type_addr &&
 		    win_u64(s->cwin, off->code_ob_type) != w->proc->code_type_addr) {
 			stat_add(PBP_STAT_REASON_BASE + PBP_ERR_NOT_CODE, 1);
@@ -397,19 +436,61 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 	return 0;
 }
 
-/* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. */
-static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_tgid, __u64 now,
-					 int use_loop, __u32 *reason)
+/* A thread state's thread_id and its frame field (frame, cframe or current_frame), in one
+ * probe read when both fit in one window (every supported version), else in two.
+ * Returns the thread_id, 0 if unreadable; *frame gets the frame field. */
+static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct scratch *s, __u64 ts,
+				       __u64 *frame)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	__u32 a = off->tstate_thread_id, b = off->tstate_frame;
+	__u32 lo = a < b ? a : b;
+	__u32 n = (a < b ? b : a) + 8 - lo;
+	if (n > PBP_WINDOW || ((a | b) & 7)) {
+		*frame = rd_u64(ts + b);
+		return rd_u64(ts + a);
+	}
+	n = ((n - 1) & (PBP_WINDOW - 1)) + 1; /* 1 .. PBP_WINDOW, for the verifier */
+	if (bpf_probe_read_user(s->cwin, n, (const void *)(ts + lo))) {
+		*frame = 0;
+		return 0;
+	}
+	*frame = win_u64(s->cwin, b - lo);
+	return win_u64(s->cwin, a - lo);
+}
+
+/* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. On a
+ * cache hit *frame0 gets the thread state's frame field and *have_frame0 is set. */
+static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scratch *s, __u64 pid_tgid,
+					 __u64 now, int use_loop, __u32 *reason, __u64 *frame0,
+					 int *have_frame0)
+{
+	__u64 fsbase;
+	if (use_loop) {
+		/* 5.17+ (bpf_loop), so 5.11+: a plain load from the BTF task, no probe read */
+		fsbase = bpf_get_current_task_btf()->thread.fsbase;
+	} else {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		fsbase = BPF_CORE_READ(task, thread.fsbase);
+	}
 	const struct pbp_py_offsets *off = &proc->off;
 
 	__u64 fallback = 0;
-	struct tstate_entry *ce = bpf_map_lookup_elem(&tstates, &pid_tgid);
+	struct tcache_entry *tc = &s->tcache[(__u32)pid_tgid & (TCACHE - 1)];
+	struct tstate_entry *ce;
+	if (tc->pid_tgid == pid_tgid) {
+		ce = &tc->e;
+	} else {
+		ce = bpf_map_lookup_elem(&tstates, &pid_tgid);
+		if (ce) {
+			tc->pid_tgid = pid_tgid;
+			tc->e = *ce;
+			ce = &tc->e;
+		}
+	}
 	if (ce && ce->generation == proc->generation) {
 		if (ce->tstate) {
-			if (rd_u64(ce->tstate + off->tstate_thread_id) == fsbase) {
+			if (rd_tstate(off, s, ce->tstate, frame0) == fsbase) {
+				*have_frame0 = 1;
 				/* Whether it is still the active state is checked once per
 				 * NEG_TTL_NS, not per sample. Not active: the thread entered another
 				 * interpreter, or it runs without the GIL (then no state is active):
@@ -424,6 +505,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 					return ce->tstate;
 				}
 				fallback = ce->tstate;
+				*have_frame0 = 0;
 			}
 		} else if (now - ce->ts_ns < NEG_TTL_NS) {
 			*reason = PBP_ERR_NO_TSTATE;
@@ -459,15 +541,18 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 	ne.tstate = w.found;
 	ne.ts_ns = now;
 	ne.generation = proc->generation;
-	if (w.found || w.reason == PBP_ERR_NO_TSTATE)
+	if (w.found || w.reason == PBP_ERR_NO_TSTATE) {
 		bpf_map_update_elem(&tstates, &pid_tgid, &ne, BPF_ANY);
+		tc->pid_tgid = pid_tgid;
+		tc->e = ne;
+	}
 	if (!w.found)
 		*reason = w.reason;
 	return w.found;
 }
 
 /* Store the walked stack (unless known) and emit the sample. */
-static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid)
+static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t)
 {
 	struct scratch *s = w->s;
 	if (w->flags & PBP_F_TRUNCATED)
@@ -477,7 +562,8 @@ static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, _
 
 	__u64 id = w->hash ? w->hash : 1;
 	int fresh = 0;
-	if (!bpf_map_lookup_elem(&stacks, &id)) {
+	__u64 *seen = &s->seen[id & (SEEN - 1)];
+	if (*seen != id && !bpf_map_lookup_elem(&stacks, &id)) {
 		s->stack.depth = w->depth;
 		s->stack.pid = tgid;
 		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
@@ -487,6 +573,9 @@ static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, _
 			return emit(now, tgid, tid, 0, w->depth, w->flags, PBP_ERR_STACK_MAP, 0);
 		}
 	}
+	*seen = id;
+	if (t)
+		tmark(PBP_STAT_T_STACKMAP, t);
 	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, fresh);
 }
 
@@ -533,22 +622,27 @@ static __always_inline int sample(void *ctx, int use_loop)
 	__u64 now = bpf_ktime_get_ns();
 	stat_add(PBP_STAT_SAMPLES, 1);
 
-	__u32 reason = PBP_OK;
-	__u64 ts = find_tstate(proc, pid_tgid, now, use_loop, &reason);
-	if (!ts)
-		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
-
-	const struct pbp_py_offsets *off = &proc->off;
-	__u64 frame = rd_u64(ts + off->tstate_frame);
-	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
-		frame = rd_u64(frame + off->cframe_current_frame);
-	if (!frame)
-		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
-
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
+
+	__u32 reason = PBP_OK;
+	__u64 frame = 0;
+	int have_frame = 0;
+	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame);
+	__u64 t = tmark(PBP_STAT_T_TSTATE, now);
+	if (!ts)
+		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
+
+	const struct pbp_py_offsets *off = &proc->off;
+	if (!have_frame)
+		frame = rd_u64(ts + off->tstate_frame);
+	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
+		frame = rd_u64(frame + off->cframe_current_frame);
+	t = tmark(PBP_STAT_T_FRAME0, t);
+	if (!frame)
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 
 	struct fwalk w = {};
 	w.proc = proc;
@@ -560,7 +654,8 @@ static __always_inline int sample(void *ctx, int use_loop)
 		if (w.max_depth > PBP_MAX_DEPTH)
 			w.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, fwalk_cb, &w, 0);
-		return finish_walk(&w, now, tgid, tid);
+		t = tmark(PBP_STAT_T_WALK, t);
+		return finish_walk(&w, now, tgid, tid, t);
 	}
 	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
 	if (w.max_depth > nolp_chunk * PBP_NOLP_RUNS)
@@ -618,7 +713,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 		bpf_tail_call(ctx, &nolp_progs, 0);
 		w.flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(&w, now, tgid, tid);
+	return finish_walk(&w, now, tgid, tid, 0);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */

@@ -82,6 +82,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         }
         s->skel_->rodata->watch_flags = cfg.watch_exec ? PBP_WATCH_EXEC : 0;
         s->skel_->rodata->nolp_chunk = chunks[attempt];
+        s->skel_->rodata->section_timing = getenv("PYBPFPROF_TIMING") ? 1 : 0;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);

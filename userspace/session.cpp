@@ -592,12 +592,28 @@ int Session::finish() {
     if (getenv("PYBPFPROF_DEBUG")) {
         static const char* names[] = {"samples", "emitted", "ringbuf_drop", "tstate_cache_hit", "tstate_walk",
                                       "truncated", "stack_new", "event_drop", "sample_ns"};
+        static const char* timing[] = {"t_tstate_ns", "t_frame0_ns", "t_walk_ns", "t_stackmap_ns",
+                                       "frame_reads", "code_reads", "str_reads"};
         std::cerr << "  BPF stats:";
         for (int i = 0; i < PBP_STAT_COUNT; i++)
             if (st[i])
-                std::cerr << " " << (i < PBP_STAT_REASON_BASE ? names[i] : Aggregator::reason_label(i - PBP_STAT_REASON_BASE))
+                std::cerr << " "
+                          << (i < PBP_STAT_REASON_BASE ? names[i]
+                              : i < PBP_STAT_T_BASE    ? Aggregator::reason_label(i - PBP_STAT_REASON_BASE)
+                                                       : timing[i - PBP_STAT_T_BASE])
                           << "=" << st[i];
         std::cerr << "\n";
+        if (st[PBP_STAT_T_TSTATE] && st[PBP_STAT_SAMPLES]) {  // PYBPFPROF_TIMING
+            uint64_t n = st[PBP_STAT_SAMPLES];
+            uint64_t parts = st[PBP_STAT_T_TSTATE] + st[PBP_STAT_T_FRAME0] + st[PBP_STAT_T_WALK] + st[PBP_STAT_T_STACKMAP];
+            std::cerr << "  BPF sections, ns per sample: thread state " << st[PBP_STAT_T_TSTATE] / n << ", first frame "
+                      << st[PBP_STAT_T_FRAME0] / n << ", walk " << st[PBP_STAT_T_WALK] / n << ", stack map "
+                      << st[PBP_STAT_T_STACKMAP] / n << ", record "
+                      << (st[PBP_STAT_SAMPLE_NS] > parts ? (st[PBP_STAT_SAMPLE_NS] - parts) / n : 0)
+                      << "; per sample " << double(st[PBP_STAT_N_FRAME_READS]) / n << " frame reads, "
+                      << double(st[PBP_STAT_N_CODE_READS]) / n << " code reads, "
+                      << double(st[PBP_STAT_N_STR_READS]) / n << " str reads\n";
+        }
     }
     std::cerr << "  " << exporter_->how_to_open(written) << "\n";
     if (report_written) std::cerr << "  report " << o_.report << ": " << html_report_how_to_open(o_.report) << "\n";

@@ -189,7 +189,18 @@ enum pbp_stat {
 	PBP_STAT_EVENT_DROP = 7,     /* exec/exit record lost */
 	PBP_STAT_SAMPLE_NS = 8,      /* time spent on profiled samples (entry to record) */
 	PBP_STAT_REASON_BASE = 9,    /* + enum pbp_reason */
-	PBP_STAT_COUNT = PBP_STAT_REASON_BASE + PBP_REASON_COUNT,
+	/* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent
+	 * finding the thread state, reading the first frame pointer, walking the frames, and
+	 * looking up / storing the stack; and the probe reads the walk made. */
+	PBP_STAT_T_BASE = PBP_STAT_REASON_BASE + PBP_REASON_COUNT,
+	PBP_STAT_T_TSTATE = PBP_STAT_T_BASE,
+	PBP_STAT_T_FRAME0 = PBP_STAT_T_BASE + 1,
+	PBP_STAT_T_WALK = PBP_STAT_T_BASE + 2,
+	PBP_STAT_T_STACKMAP = PBP_STAT_T_BASE + 3,
+	PBP_STAT_N_FRAME_READS = PBP_STAT_T_BASE + 4, /* frame-cache misses */
+	PBP_STAT_N_CODE_READS = PBP_STAT_T_BASE + 5,
+	PBP_STAT_N_STR_READS = PBP_STAT_T_BASE + 6,   /* str hashes for the checksum */
+	PBP_STAT_COUNT = PBP_STAT_T_BASE + 7,
 };
 
 /* ---- global configuration (BPF .rodata/.bss set before load) ---------------- */
