@@ -96,6 +96,16 @@ struct {
 } scratch_map SEC(".maps");
 
 /* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
+/* --cgroup: a process is reported at exec only if it is under one of these cgroups
+ * (bpf_current_task_under_cgroup tests ancestry, so a pod's containers that start later
+ * are caught too). Processes elsewhere cost one array scan per exec, nothing per sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, PBP_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_filter SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
@@ -641,6 +651,15 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+/* Is the current task under one of the --cgroup cgroups? Empty slots answer < 0. */
+static __always_inline int in_cgroup_filter(void)
+{
+	for (__u32 i = 0; i < PBP_MAX_CGROUPS; i++)
+		if (bpf_current_task_under_cgroup(&cgroup_filter, i) == 1)
+			return 1;
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p)
 {
@@ -650,6 +669,8 @@ int BPF_PROG(on_exec, struct task_struct *p)
 	 * them; userspace re-discovers it from the event. */
 	int known = bpf_map_delete_elem(&procs, &tgid) == 0;
 	if (!known && !(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	if (!known && (watch_flags & PBP_WATCH_CGROUP) && !in_cgroup_filter())
 		return 0;
 	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
 	emit_proc_event(PBP_EV_EXEC, tgid, ppid);

@@ -196,6 +196,10 @@ enum pbp_stat {
 
 /* Exec/exit tracking modes. */
 #define PBP_WATCH_EXEC (1u << 0)     /* report every exec (for --all-python / launched trees) */
+#define PBP_WATCH_CGROUP (1u << 1)   /* ... but only of tasks under a cgroup in the cgroup_filter map */
+
+/* --cgroup: cgroups (with all their descendants) whose execs are reported. */
+#define PBP_MAX_CGROUPS 64
 
 /* ---- shared algorithms --------------------------------------------------------- */
 

@@ -126,6 +126,7 @@ Profile idle_profile() {
     b.thread(10, 10, "python3");
     auto& pr = b.process(11, "python3 other.py");
     pr.labels["pod"] = "web-1";
+    pr.labels["namespace"] = "shop";
     return b.p;
 }
 
@@ -260,9 +261,9 @@ TEST(Speedscope, MultiProcessStructure) {
     std::vector<std::string> want = {
         "python3 app.py --workers 2 (pid 100) python3 (tid 100)",
         "python3 app.py --workers 2 (pid 100) worker-1 (tid 101)",
-        "python3 -c 'print(1)' (pid 200, ns pid 7) python3 (tid 200, ns tid 1) [container=abc123]",
+        "python3 -c 'print(1)' (pid 200, ns pid 7) python3 (tid 200, ns tid 1) [container abc123]",
         "python3 -c 'print(1)' (pid 200, ns pid 7) grüße-thread (tid 201, ns tid 9) "
-        "[container=abc123]",
+        "[container abc123]",
     };
     EXPECT_EQ(names, want);
     EXPECT_EQ(doc["activeProfileIndex"], 2);
@@ -321,7 +322,7 @@ TEST(Speedscope, IdleProcessesGetOneEmptyProfileEach) {
     EXPECT_EQ(check_common(doc, p), 0u);
     ASSERT_EQ(doc["profiles"].size(), 2u);
     EXPECT_EQ(doc["profiles"][0]["name"], "python3 sleeper.py (pid 10) (no samples)");
-    EXPECT_EQ(doc["profiles"][1]["name"], "python3 other.py (pid 11) [pod=web-1] (no samples)");
+    EXPECT_EQ(doc["profiles"][1]["name"], "python3 other.py (pid 11) [pod shop/web-1] (no samples)");
     for (const auto& pr : doc["profiles"]) {
         EXPECT_TRUE(pr["samples"].empty());
         EXPECT_TRUE(pr["weights"].empty());
@@ -518,7 +519,7 @@ TEST(Collapsed, MultiProcessExactLines) {
     EXPECT_EQ(f.total, p.total_samples());
 
     const std::string p100 = "python3 app.py --workers 2 (pid 100)";
-    const std::string p200 = "python3 -c 'print(1)' (pid 200, ns pid 7)";
+    const std::string p200 = "python3 -c 'print(1)' (pid 200, ns pid 7) [container abc123]";
     std::vector<std::pair<std::string, uint64_t>> want = {
         {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:20)", 6},
         {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:21)", 3},
