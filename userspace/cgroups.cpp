@@ -73,8 +73,8 @@ std::optional<std::string> hierarchy_mount(std::string& error) {
                 "mount -t cgroup2 none /sys/fs/cgroup/unified";
     else
         error = "the cgroup2 mount at " + mounts[0].path + " shows only part of the hierarchy (root " + mounts[0].root +
-                "); run pybpfprof in the host's cgroup namespace, or mount the host's cgroup2 file system into "
-                "its container";
+                "); pybpfprof joins the host's cgroup namespace by itself when it has CAP_SYS_ADMIN and sees the "
+                "host's processes (hostPID); otherwise mount the host's cgroup2 file system into its container";
     return std::nullopt;
 }
 

@@ -35,7 +35,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.add_option("-o,--output", o.output, "Output file (default: pybpfprof-<target>-<timestamp>.<ext>)");
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
-    app.add_option("-f,--format", o.format, "Output format: " + formats + " (default speedscope)")
+    app.add_option("-f,--format", o.format, "Output format: " + formats +
+                                      " (default: from the -o extension: .html, .folded, .pb.gz; else speedscope)")
         ->check(CLI::IsMember(exporter_names()));
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", o.max_depth, "Deepest Python stack to collect (default: the most the kernel allows)")
@@ -58,6 +59,15 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         std::cerr << "pybpfprof: " << e.what() << "; see pybpfprof --help\n";
         exit_code = 2;
         return false;
+    }
+    // No -f: the format follows the -o file's extension (report.html, out.pb.gz, ...).
+    if (!app.count("--format") && !o.output.empty()) {
+        auto ends = [&](const std::string& suf) {
+            return o.output.size() >= suf.size() && o.output.compare(o.output.size() - suf.size(), suf.size(), suf) == 0;
+        };
+        if (ends(".html") || ends(".htm")) o.format = "html";
+        else if (ends(".folded") || ends(".collapsed")) o.format = "collapsed";
+        else if (ends(".pb.gz") || ends(".pprof")) o.format = "pprof";
     }
     // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
     int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());

@@ -255,7 +255,6 @@ int Session::setup_cgroups() {
             std::cerr << "pybpfprof: " << r.cause << "; waiting for it (up to " << o_.duration_s << " s)\n";
         }
         cgroups_.push_back(std::move(w));
-        if (r.status == CgroupResolve::Found) cgroups_.back().target = r.target;
     }
     return -1;
 }
@@ -433,6 +432,10 @@ int Session::run() {
         }
         if (r.status == Discovery::Gone) {
             err("no process with PID " + std::to_string(pid) + "; check it with: ps -p " + std::to_string(pid));
+            return kExitBadInput;
+        }
+        if (r.status == Discovery::Unsupported) {
+            err("PID " + std::to_string(pid) + " (" + procfs::comm(pid) + ") cannot be profiled: " + r.reason);
             return kExitBadInput;
         }
         if (r.status != Discovery::Python) {

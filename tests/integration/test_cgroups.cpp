@@ -275,6 +275,35 @@ TEST_F(Cgroups, AgentInAPrivateCgroupNamespace) {
     EXPECT_GT(samples_of(prof, inside), 0u) << names(prof) << r.err;
 }
 
+// The DaemonSet's capabilities, measured: BPF, PERFMON, SYS_PTRACE (to read other users'
+// processes) and SYS_ADMIN (to join the host's cgroup namespace) profile a pod process
+// of another user from a private cgroup namespace; without SYS_PTRACE the error says so.
+TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
+    std::vector<std::string> nobody{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+    auto b = busy(15);
+    nobody.insert(nobody.end(), b.begin(), b.end());
+    pid_t target = start_in(base + "/app", nobody);
+    std::string agent = base + "/agent";
+    fs::create_directories(agent);
+    auto as_agent = [&](const std::string& caps, std::vector<std::string> args) {
+        std::vector<std::string> argv{"sh", "-c", "echo $$ > '" + agent + "/cgroup.procs' && exec unshare --cgroup \"$@\"",
+                                      "sh", "setpriv", "--bounding-set=-all," + caps, "--inh-caps=-all", "--",
+                                      pybpfprof_bin(), "-r", "199", "--no-summary"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        return run(argv, 60);
+    };
+    std::string out = dir + "/caps.json";
+    auto r = as_agent("+bpf,+perfmon,+sys_ptrace,+sys_admin", {"-o", out, "--cgroup", rel + "/app", "-d", "2"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_GT(samples_of(read_speedscope(out), target), 0u) << r.err;
+    auto no_ptrace = as_agent("+bpf,+perfmon,+sys_admin", {"-o", out, "--pid", std::to_string(target)});
+    EXPECT_EQ(no_ptrace.status, 2) << no_ptrace.err;
+    EXPECT_NE(no_ptrace.err.find("needs CAP_SYS_PTRACE"), std::string::npos) << no_ptrace.err;
+    auto no_admin = as_agent("+bpf,+perfmon,+sys_ptrace", {"-o", out, "--cgroup", rel + "/app", "-d", "1"});
+    EXPECT_EQ(no_admin.status, 1) << no_admin.err;
+    EXPECT_NE(no_admin.err.find("CAP_SYS_ADMIN"), std::string::npos) << no_admin.err;
+}
+
 // A Python in new PID and mount namespaces, chrooted into a debootstrap rootfs with its
 // own interpreter: profiled by its host PID, with names and lines from inside the rootfs
 // and its namespace PID and TID shown.
