@@ -10,17 +10,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "procfs.h"
+
 namespace pbp::cgroups {
 
 namespace {
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return {};
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.
 std::string unescape(const std::string& s) {
@@ -65,7 +59,7 @@ std::vector<Mount> parse_cgroup2_mounts(const std::string& mountinfo) {
 }
 
 std::optional<std::string> hierarchy_mount(std::string& error) {
-    auto mounts = parse_cgroup2_mounts(slurp("/proc/self/mountinfo"));
+    auto mounts = parse_cgroup2_mounts(procfs::read_text("/proc/self/mountinfo"));
     for (const auto& m : mounts)
         if (m.root == "/") return m.path;
     if (mounts.empty())
