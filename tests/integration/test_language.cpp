@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "gen_resume_check.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -170,42 +171,13 @@ TEST_P(Language, GeneratorsResumedFromCKeepTheirChain) {
     const std::string w = "lang_gen_resume.py";
     auto p = profile_launch(w, {"2"}, 4999);
     expect_clean_frames(p);
-    const std::string file = target_path(w);
-    const std::set<int> gen_lines{line(w, "# GEN-LOOP"), line(w, "# HOT-GEN")};
-    size_t total = 0, gens = 0, marked = 0, wrong = 0;
-    std::map<std::string, size_t> bad;
-    for (auto& t : p.threads) {
-        const auto& ss = t.samples;
-        auto in_loop = [](const std::vector<RFrame>& s) { return has_frame(s, "resume_all"); };
-        auto first = std::find_if(ss.begin(), ss.end(), in_loop);
-        if (first == ss.end()) continue;
-        auto last = std::find_if(ss.rbegin(), ss.rend(), in_loop).base();
-        for (auto it = first; it != last; ++it) {
-            const auto& s = *it;
-            total++;
-            if (s.size() == 1 && s[0].name.find("eval loop") != std::string::npos) {
-                marked++;
-                continue;
-            }
-            bool ok = (s.size() == 3 || s.size() == 4) && s[0].name == "<module>" && s[1].name == "main" &&
-                      s[2].name == "resume_all" && s[2].file == file;
-            if (ok && s.size() == 4) {
-                gens++;
-                ok = s[3].name == "gen" && s[3].file == file && gen_lines.count(s[3].line);
-            }
-            if (!ok) {
-                wrong++;
-                bad[show(s)]++;
-            }
-        }
-    }
-    std::string e;
-    for (auto& [k, n] : bad) e += "\n  " + std::to_string(n) + "x " + k;
-    std::cerr << "[ info ] " << GetParam().name << ": " << total << " samples in the loop, " << gens
-              << " in a generator, " << marked << " marked as taken while the eval loop was being entered\n";
-    EXPECT_GT(gens, 150u) << last_err;
-    EXPECT_EQ(wrong, 0u) << "stacks that are not <module> <- main <- resume_all [<- gen]:" << e;
-    EXPECT_LE(marked, total / 50) << "too many samples marked";
+    const std::set<int> gen_lines{line(w, "GEN-DEF"), line(w, "# GEN-LOOP"), line(w, "# HOT-GEN")};
+    auto r = check_gen_resume(p, target_path(w), gen_lines);
+    std::cerr << "[ info ] " << GetParam().name << ": " << r.total << " samples in the loop, " << r.gens
+              << " in a generator, " << r.marked << " marked as taken while the eval loop was being entered\n";
+    EXPECT_GT(r.gens, 150u) << last_err;
+    EXPECT_EQ(r.wrong, 0u) << "stacks that are not <module> <- main <- resume_all [<- gen]:" << r.bad_stacks();
+    EXPECT_LE(r.marked, r.total / 50) << "too many samples marked";
 }
 
 // 2. asyncio: the coroutine a task is busy in shows under the coroutine that awaits it, and
