@@ -81,11 +81,21 @@ struct nolp_state {
 	__u32 fc_len, last_csum, depth, max_depth, flags, reason, tgid, tid;
 };
 
+/* 3.11/3.12: the check of tstate->cframe against its previous cframe (see abi.h). Kept in the
+ * map value, not in struct fwalk on the stack: the verifier does not track map memory, so the
+ * frame walk's states still converge. */
+struct cframe_check {
+	__u64 expect;   /* tstate->cframe->previous->current_frame */
+	__u32 pending;  /* the first entry frame (or the chain's end) is still to be checked */
+	__u32 stale;    /* the check failed: no stack, PBP_ERR_CFRAME_STALE */
+};
+
 struct scratch {
 	__u8 cwin[PBP_WINDOW];
 	__u8 fcache[FCACHE + PBP_WINDOW];
 	struct pbp_stack stack;
 	struct nolp_state nolp;
+	struct cframe_check chk;
 };
 
 struct {
@@ -270,6 +280,14 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 	return base;
 }
 
+/* Before its first entry frame, the walk met what a settled tstate->cframe never shows: the
+ * sample was taken while the eval loop was being entered (see abi.h). What was walked is
+ * stale: drop it, and mark the sample. */
+static __always_inline void fwalk_stale(struct scratch *s)
+{
+	s->chk.stale |= s->chk.pending;
+}
+
 /* One frame. Returns 1 to stop. */
 static __always_inline int fwalk_step(struct fwalk *w)
 {
@@ -277,8 +295,10 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	struct scratch *s = w->s;
 	__u32 len;
 
-	if (!w->frame)
+	if (!w->frame) { /* the chain's end: before its first entry frame, a stale cframe */
+		fwalk_stale(s);
 		return 1;
+	}
 	if (w->depth >= w->max_depth) {
 		w->flags |= PBP_F_TRUNCATED;
 		return 1;
@@ -297,6 +317,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		/* 1 .. FCACHE, in a form the verifier can bound whatever clang does */
 		__u32 n = (((__u32)(end - start) - 1) & (FCACHE - 1)) + 1;
 		if (len == 0 || bpf_probe_read_user(s->fcache, n, (const void *)start)) {
+			fwalk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_FRAME;
 			return 1;
@@ -308,6 +329,11 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	w->frame = win_u64(fwin, off->frame_previous);
 	if (w->frame == cur) /* self-loop in freed memory */
 		w->frame = 0;
+	/* The first entry frame must link to the previous cframe's current frame. */
+	if (win_u8(fwin, off->frame_entry_off) == off->frame_entry_val) {
+		s->chk.stale |= s->chk.pending & (w->frame != s->chk.expect);
+		s->chk.pending = 0;
+	}
 
 	if (off->frame_owner != PBP_OFF_NONE) {
 		__u8 owner = win_u8(fwin, off->frame_owner);
@@ -326,12 +352,14 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		if (len > PBP_WINDOW)
 			len = PBP_WINDOW;
 		if (len == 0 || bpf_probe_read_user(s->cwin, len, (const void *)code)) {
+			fwalk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_CODE;
 			return 1;
 		}
 		if (w->proc->code_type_addr &&
 		    win_u64(s->cwin, off->code_ob_type) != w->proc->code_type_addr) {
+			fwalk_stale(s); /* 3.11/3.12 frames always hold a code object */
 			stat_add(PBP_STAT_REASON_BASE + PBP_ERR_NOT_CODE, 1);
 			return 0; /* 3.13+: f_executable may be None or another object */
 		}
@@ -480,6 +508,8 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, __u64 pid_
 static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid)
 {
 	struct scratch *s = w->s;
+	if (s->chk.stale) /* what was walked is stale: no stack */
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (w->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!w->depth)
@@ -548,17 +578,35 @@ static __always_inline int sample(void *ctx, int use_loop)
 	if (!ts)
 		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
 
-	const struct pbp_py_offsets *off = &proc->off;
-	__u64 frame = rd_u64(ts + off->tstate_frame);
-	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
-		frame = rd_u64(frame + off->cframe_current_frame);
-	if (!frame)
-		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
-
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
+
+	const struct pbp_py_offsets *off = &proc->off;
+	__u64 frame = rd_u64(ts + off->tstate_frame);
+	__u64 expect = 0;
+	s->chk.pending = 0;
+	s->chk.stale = 0;
+	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
+		/* tstate->cframe: current_frame and previous in one read */
+		if (bpf_probe_read_user(s->cwin, PBP_CFRAME_WINDOW, (const void *)frame))
+			return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_READ_FRAME, 0);
+		frame = win_u64(s->cwin, off->cframe_current_frame);
+		if (off->frame_entry_off != PBP_OFF_NONE) {
+			__u64 pcf = win_u64(s->cwin, off->cframe_previous);
+			/* Settled, a cframe has a frame exactly when it has a previous cframe (the
+			 * thread's root cframe has neither), and that one is readable. */
+			if (!frame != !pcf ||
+			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
+							(const void *)(pcf + off->cframe_current_frame))))
+				return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
+			s->chk.expect = expect;
+			s->chk.pending = 1;
+		}
+	}
+	if (!frame)
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 
 	struct fwalk w = {};
 	w.proc = proc;

@@ -19,6 +19,7 @@ const char* Aggregator::reason_label(uint32_t reason) {
         case PBP_ERR_STACK_MAP: return "BPF stack map full";
         case PBP_ERR_THREAD_WALK_LIMIT: return "thread list longer than the walk limit";
         case PBP_ERR_TAIL_CALL: return "frame walk tail call failed";
+        case PBP_ERR_CFRAME_STALE: return "eval loop being entered: stack not settled";
         default: return "unknown";
     }
 }
