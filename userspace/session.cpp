@@ -192,7 +192,7 @@ bool Session::resolve_output(std::string& path, std::string& error) {
 bool Session::add_target(const PythonTarget& t, bool announce) {
     std::string error;
     pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
-    symbolizer_.add_process(t.pid, t.layout);
+    symbolizer_.add_process(t.pid, t.layout, t.code_type_addr);
     agg_->add_process(t);
     profile_.processes[static_cast<uint32_t>(t.pid)].labels = node_.labels_for(t.pid);
     if (!sampler_->add_process(t.pid, cfg, error)) {
