@@ -13,6 +13,7 @@
 #include <thread>
 #include <ctime>
 
+#include "pybpfprof/abi.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -126,21 +127,60 @@ TEST_P(Workloads, HotLoopsGetExactLines) {
     }
 }
 
-TEST_P(Workloads, DeepRecursionSeenWhole) {
-    auto prof = profile_launch("deep_recursion.py", {"3", "900"}, {"-r", "199"});
-    size_t whole = 0, total = 0;
+// deep_recursion.py's stacks in spin(): <module>, main, `rec` x recurse, spin.
+struct DeepStacks {
+    size_t spin = 0;   // samples whose leaf is spin()
+    size_t whole = 0;  // ... whose stack is the whole recursion, root to leaf, unmarked
+    size_t cut = 0;    // ... whose stack is [truncated] + exactly the innermost `depth` frames
+};
+DeepStacks deep_stacks(const RProfile& prof, size_t rec, size_t depth) {
+    DeepStacks d;
     for (auto& t : prof.threads)
         for (auto& s : t.samples) {
             if (s.empty() || s.back().name != "spin") continue;
-            total++;
-            size_t rec = 0;
-            for (auto& f : s) rec += f.name == "recurse";
-            bool truncated = has_frame(s, "[truncated]");
-            EXPECT_FALSE(truncated);
-            if (rec == 900 && s.front().name == "<module>" && s[1].name == "main") whole++;
+            d.spin++;
+            size_t n = 0;
+            for (auto& f : s) n += f.name == "recurse";
+            if (s.size() == rec + 3 && n == rec && s[0].name == "<module>" && s[1].name == "main") d.whole++;
+            if (s.size() == depth + 1 && s[0].name == "[truncated]" && n == depth - 1) d.cut++;
         }
-    ASSERT_GT(total, 100u) << last_err;
-    EXPECT_EQ(whole, total) << "samples in spin() whose stack is the full 900-deep recursion";
+    return d;
+}
+
+// The deepest stack BPF walks depends on the kernel: 1024 frames with bpf_loop (5.17+); without
+// it the tail-call walk's depth, which pybpfprof reports (256, or 128 where the verifier
+// refuses the larger chunk). Whether the kernel has bpf_loop is asked of the kernel itself.
+TEST_P(Workloads, DeepRecursionSeenWhole) {
+    const bool loop = kernel_has_bpf_loop();
+    auto prof = profile_launch("deep_recursion.py", {"3", "900"}, {"-r", "199"});
+    ASSERT_TRUE(prof.raw.contains("pybpfprof")) << last_err;
+    const nlohmann::json& meta = prof.raw["pybpfprof"];
+    const int depth = meta.value("max_depth", -1);
+    EXPECT_EQ(meta.value("bpf_loop", !loop), loop) << "the kernel has bpf_loop: " << loop;
+    // The summary says the same.
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(last_err, m, std::regex(R"(max depth (\d+) \((bpf_loop|no bpf_loop on this kernel)\))")))
+        << last_err;
+    EXPECT_EQ(std::stoi(m[1]), depth);
+    EXPECT_EQ(m[2] == "bpf_loop", loop);
+    if (loop) {
+        ASSERT_EQ(depth, PBP_MAX_DEPTH);
+        auto d = deep_stacks(prof, 900, depth);
+        ASSERT_GT(d.spin, 100u) << last_err;
+        EXPECT_EQ(d.whole, d.spin) << "samples in spin() whose stack is the full 900-deep recursion";
+        return;
+    }
+    ASSERT_TRUE(depth == PBP_NOLP_CHUNK * PBP_NOLP_RUNS || depth == PBP_NOLP_CHUNK_SMALL * PBP_NOLP_RUNS) << depth;
+    auto d = deep_stacks(prof, 900, depth);
+    ASSERT_GT(d.spin, 100u) << last_err;
+    EXPECT_EQ(d.cut, d.spin) << "samples in spin() whose stack is [truncated] + the innermost " << depth << " frames";
+    EXPECT_NE(last_err.find("marked [truncated]"), std::string::npos) << last_err;
+    // A recursion shallower than the reported depth is seen whole.
+    const size_t shallow = std::min(200, depth - 16);
+    auto prof2 = profile_launch("deep_recursion.py", {"2", std::to_string(shallow)}, {"-r", "199"});
+    auto d2 = deep_stacks(prof2, shallow, depth);
+    ASSERT_GT(d2.spin, 100u) << last_err;
+    EXPECT_EQ(d2.whole, d2.spin) << "samples in spin() whose stack is the full " << shallow << "-deep recursion";
 }
 
 TEST_P(Workloads, ThreadsUnderTheirOwnNames) {

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -18,6 +20,10 @@
 namespace fs = std::filesystem;
 
 namespace pbp::test {
+
+bool kernel_has_bpf_loop() {
+    return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
+}
 
 bool in_ci() {
     const char* ci = std::getenv("CI");

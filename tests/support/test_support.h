@@ -15,6 +15,10 @@ namespace pbp::test {
 // True when running under CI=true: nothing may be skipped there.
 bool in_ci();
 
+// Whether this kernel offers bpf_loop to perf_event programs (5.17+), asked of the kernel
+// by loading a probe program (libbpf), not of pybpfprof. Needs root.
+bool kernel_has_bpf_loop();
+
 // Skip the current test outside CI, fail it under CI. Use as: PBP_REQUIRE(cond, "why").
 #define PBP_REQUIRE(cond, why)                                                       \
     do {                                                                             \
