@@ -206,12 +206,15 @@ TEST_P(Workloads, ThreadsUnderTheirOwnNames) {
 
 TEST_P(Workloads, AllPythonCatchesLateStart) {
     std::string out = dir + "/all.json";
-    Child prof({pybpfprof_bin(), "-q", "--all-python", "-d", "4", "-o", out}, dir);
-    sleep(1);
+    // Runs until the late process is done (then Ctrl-C); the worker starts once pybpfprof
+    // says it samples, however long loading the BPF program took.
+    Child prof({pybpfprof_bin(), "--all-python", "-o", out}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling every CPython process")) << prof.err();
     timespec spawn{};
     clock_gettime(CLOCK_REALTIME, &spawn);
     Child late(py("late_worker.py", {"2"}), dir);
-    EXPECT_EQ(late.wait(30), 0);
+    EXPECT_EQ(late.wait(60), 0);
+    prof.signal(SIGINT);
     ASSERT_EQ(prof.wait(60), 0) << prof.err();
     auto p = read_speedscope(out);
     std::string pidtag = "(pid " + std::to_string(late.pid());
@@ -238,8 +241,9 @@ TEST_P(Profiling, CtrlCWritesValidFile) {
     Child target(py("cpu_split.py"), dir);
     usleep(300000);
     std::string out = dir + "/int.json";
-    Child prof({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-o", out}, dir);
-    sleep(2);
+    Child prof({pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-o", out}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling PID")) << prof.err();
+    sleep(2);  // sampling: ~200 samples at 99 Hz
     prof.signal(SIGINT);
     ASSERT_EQ(prof.wait(30), 0) << prof.err();
     EXPECT_TRUE(target.running()) << "the profiled process must not be harmed";
@@ -249,16 +253,21 @@ TEST_P(Profiling, CtrlCWritesValidFile) {
 }
 
 TEST_P(Profiling, TargetExitingMidRunKeepsSamples) {
-    Child target(py("late_worker.py", {"2.5"}), dir);
-    usleep(200000);
+    // The target idles until the go file exists; it is created once pybpfprof samples.
+    std::string go = dir + "/go";
+    Child target(py("late_worker.py", {"2.5", go}), dir);
+    ASSERT_TRUE(target.wait_for_out("waiting", 60)) << target.err();
     std::string out = dir + "/exit.json";
-    auto r = run({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-d", "10", "-o", out});
-    EXPECT_EQ(r.status, 3) << r.err;
-    EXPECT_NE(r.err.find("exited during the run"), std::string::npos) << r.err;
+    Child prof({pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "120", "-o", out}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling PID")) << prof.err();
+    std::ofstream(go) << "go\n";
+    EXPECT_EQ(target.wait(60), 0) << target.err();
+    EXPECT_EQ(prof.wait(60), 3) << prof.err();
+    EXPECT_NE(prof.err().find("exited during the run"), std::string::npos) << prof.err();
     auto p = read_speedscope(out);
-    // Most of its CPU time falls inside the run (it started 0.2 s before pybpfprof).
-    double cpu = std::stod(target.out().substr(target.out().find("cpu_seconds ") + 12));
-    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "late_worker_busy"); }), 0.6 * 99 * cpu) << cpu;
+    // All of its busy CPU time falls inside the run.
+    double busy = std::stod(target.out().substr(target.out().find("busy_cpu ") + 9));
+    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "late_worker_busy"); }), 0.8 * 99 * busy) << busy;
 }
 
 TEST_P(Profiling, IdleTargetIsNotAnError) {
@@ -327,7 +336,8 @@ TEST_P(Profiling, UnwritableOutputFallsBackAndKeepsSamples) {
     usleep(300000);
     std::string sub = dir + "/vanishing";
     std::filesystem::create_directories(sub);
-    Child prof({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-o", sub + "/out.json"}, dir);
+    Child prof({pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-o", sub + "/out.json"}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling PID")) << prof.err();
     sleep(1);
     std::filesystem::remove_all(sub);  // the output directory disappears mid-run
     sleep(1);

@@ -157,6 +157,19 @@ Child::Child(const std::vector<std::string>& argv, const std::string& dir) {
 std::string Child::out() const { return read_file(out_path_); }
 std::string Child::err() const { return read_file(err_path_); }
 
+bool Child::wait_for(std::string (Child::*text)() const, const std::string& needle, int timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (true) {
+        if ((this->*text)().find(needle) != std::string::npos) return true;
+        // Exited: what it wrote is all there will be.
+        if (!running()) return (this->*text)().find(needle) != std::string::npos;
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        usleep(20000);
+    }
+}
+bool Child::wait_for_out(const std::string& needle, int timeout_s) { return wait_for(&Child::out, needle, timeout_s); }
+bool Child::wait_for_err(const std::string& needle, int timeout_s) { return wait_for(&Child::err, needle, timeout_s); }
+
 // ---- Reporter ------------------------------------------------------------------------------
 
 Reporter::Reporter(const std::vector<std::string>& argv) {
