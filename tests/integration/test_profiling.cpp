@@ -226,9 +226,11 @@ TEST_P(Workloads, AllPythonCatchesLateStart) {
         for (auto& s : t.samples) n += has_frame(s, "late_worker_busy");
         first = std::min(first, p.raw["profiles"][i]["startValue"].get<double>());
     }
-    // Caught right after its exec: nearly all of its CPU time is sampled (99 Hz).
-    double cpu = std::stod(late.out().substr(late.out().find("cpu_seconds ") + 12));
-    EXPECT_GT(n, 0.85 * 99 * cpu) << "cpu seconds " << cpu << "\n" << prof.err();
+    // Nearly all of its CPU time in late_worker_busy is sampled (99 Hz). (Its total CPU time
+    // also counts the interpreter's start-up, 0.9 s of 2.9 under qemu's TCG, whose samples
+    // are not in late_worker_busy.)
+    double busy = std::stod(late.out().substr(late.out().find("busy_cpu ") + 9));
+    EXPECT_GT(n, 0.85 * 99 * busy) << "busy cpu seconds " << busy << "\n" << prof.err();
     // Exec to first sample within 200 ms (the file gives the run start and each profile's
     // first sample relative to it).
     double start_unix = p.raw["pybpfprof"]["start_unix_ns"].get<double>() / 1e9;
