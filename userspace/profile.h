@@ -107,7 +107,8 @@ struct RunInfo {
     uint64_t truncated = 0;             // samples deeper than the walk limit (marked [truncated])
     std::map<std::string, uint64_t> unresolved;  // reason -> samples without a full stack
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
-    int max_depth = 0;                  // deepest stack BPF can walk on this kernel
+    int max_depth = 0;                  // deepest stack BPF walks in this run (kernel limit or --max-depth)
+    bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
     std::string group_by = "process";   // "process" or "pod" (--group-by)
 
     int64_t unix_ns(uint64_t mono_ns) const {

@@ -481,6 +481,7 @@ int Session::run() {
     run.kernel = kernel_release();
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(max_depth_);
+    run.bpf_loop = sampler_->uses_bpf_loop();
     run.command = o_.command;
     run.group_by = o_.group_by;
     if (cgroup_mode()) {
@@ -684,7 +685,7 @@ int Session::finish() {
     if (st[PBP_STAT_SAMPLES])
         std::cerr << "  BPF: " << st[PBP_STAT_SAMPLE_NS] / st[PBP_STAT_SAMPLES] << " ns per profiled sample ("
                   << st[PBP_STAT_SAMPLES] << " samples), max depth " << run.max_depth
-                  << (sampler_->uses_bpf_loop() ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
+                  << (run.bpf_loop ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
     if (run.bpf_run_cnt)
         std::cerr << "  bpf_stats: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event over all CPUs ("
                   << run.bpf_run_cnt << " events)\n";

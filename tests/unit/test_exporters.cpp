@@ -195,6 +195,10 @@ size_t check_common(const json& doc, const Profile& p) {
     EXPECT_EQ(name, "pybpfprof " + p.run.target + " " + kStartIso);
     EXPECT_EQ(doc["pybpfprof"].value("start_time", ""), kStartIso);
     EXPECT_EQ(doc["pybpfprof"].value("start_unix_ns", int64_t{0}), kStartUnix);
+    // The depth the run walked and whether the kernel had bpf_loop: tests on kernels
+    // without it read their expected depth from here.
+    EXPECT_EQ(doc["pybpfprof"].value("max_depth", -1), p.run.max_depth);
+    EXPECT_EQ(doc["pybpfprof"].value("bpf_loop", !p.run.bpf_loop), p.run.bpf_loop);
 
     const json& frames = doc["shared"]["frames"];
     EXPECT_TRUE(frames.is_array());
@@ -360,6 +364,18 @@ TEST(Collapsed, GroupByPodPutsThePodAtTheRoot) {
     EXPECT_NE(text.find("pod dask/worker-0;python3 worker.py (pid 200) [pod dask/worker-0, container worker];MainThread (tid 200);cold (/app/a.py:9) 4\n"),
               std::string::npos) << text;
     EXPECT_NE(text.find("\npython3 tool.py (pid 300);MainThread (tid 300);cold (/app/a.py:9) 1\n"), std::string::npos) << text;
+}
+
+TEST(Speedscope, MaxDepthAndBpfLoopInMetadata) {
+    for (auto [depth, loop] : {std::pair{1024, true}, std::pair{256, false}, std::pair{128, false}}) {
+        Profile p = multi_profile();
+        p.run.max_depth = depth;
+        p.run.bpf_loop = loop;
+        json doc = parse_speedscope(p);
+        ASSERT_FALSE(doc.is_discarded());
+        EXPECT_EQ(doc["pybpfprof"]["max_depth"], depth);
+        EXPECT_EQ(doc["pybpfprof"]["bpf_loop"], loop);
+    }
 }
 
 TEST(Speedscope, IdleProcessesGetOneEmptyProfileEach) {

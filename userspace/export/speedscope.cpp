@@ -135,6 +135,8 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
             {"target", run.target},
             {"version", run.version},
             {"kernel", run.kernel},
+            {"max_depth", run.max_depth},
+            {"bpf_loop", run.bpf_loop},
             {"total_samples", prof.total_samples()},
             {"lost", run.lost},
         };
