@@ -98,6 +98,15 @@ struct tcache_entry {
 	struct tstate_entry e;
 };
 
+/* 3.11/3.12: the check of tstate->cframe against its previous cframe (see abi.h). Kept in the
+ * map value, not in struct fwalk on the stack: the verifier does not track map memory, so the
+ * frame walk's states still converge. */
+struct cframe_check {
+	__u64 expect;   /* tstate->cframe->previous->current_frame */
+	__u32 pending;  /* the first entry frame (or the chain's end) is still to be checked */
+	__u32 stale;    /* the check failed: no stack, PBP_ERR_CFRAME_STALE */
+};
+
 struct scratch {
 	struct tcache_entry tcache[TCACHE];
 	__u64 seen[SEEN];
@@ -105,6 +114,7 @@ struct scratch {
 	__u8 fcache[FCACHE + PBP_WINDOW];
 	struct pbp_stack stack;
 	struct nolp_state nolp;
+	struct cframe_check chk;
 };
 
 struct {
@@ -115,6 +125,16 @@ struct {
 } scratch_map SEC(".maps");
 
 /* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
+/* --cgroup: a process is reported at exec only if it is under one of these cgroups
+ * (bpf_current_task_under_cgroup tests ancestry, so a pod's containers that start later
+ * are caught too). Processes elsewhere cost one array scan per exec, nothing per sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, PBP_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_filter SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
@@ -297,6 +317,14 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 	return base;
 }
 
+/* Before its first entry frame, the walk met what a settled tstate->cframe never shows: the
+ * sample was taken while the eval loop was being entered (see abi.h). What was walked is
+ * stale: drop it, and mark the sample. */
+static __always_inline void fwalk_stale(struct scratch *s)
+{
+	s->chk.stale |= s->chk.pending;
+}
+
 /* One frame. Returns 1 to stop. */
 static __always_inline int fwalk_step(struct fwalk *w)
 {
@@ -304,8 +332,10 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	struct scratch *s = w->s;
 	__u32 len;
 
-	if (!w->frame)
+	if (!w->frame) { /* the chain's end: before its first entry frame, a stale cframe */
+		fwalk_stale(s);
 		return 1;
+	}
 	if (w->depth >= w->max_depth) {
 		w->flags |= PBP_F_TRUNCATED;
 		return 1;
@@ -324,6 +354,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		/* 1 .. FCACHE, in a form the verifier can bound whatever clang does */
 		__u32 n = (((__u32)(end - start) - 1) & (FCACHE - 1)) + 1;
 		if (len == 0 || bpf_probe_read_user(s->fcache, n, (const void *)start)) {
+			fwalk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_FRAME;
 			return 1;
@@ -336,6 +367,11 @@ static __always_inline int fwalk_step(struct fwalk *w)
 	w->frame = win_u64(fwin, off->frame_previous);
 	if (w->frame == cur) /* self-loop in freed memory */
 		w->frame = 0;
+	/* The first entry frame must link to the previous cframe's current frame. */
+	if (win_u8(fwin, off->frame_entry_off) == off->frame_entry_val) {
+		s->chk.stale |= s->chk.pending & (w->frame != s->chk.expect);
+		s->chk.pending = 0;
+	}
 
 	if (off->frame_owner != PBP_OFF_NONE) {
 		__u8 owner = win_u8(fwin, off->frame_owner);
@@ -354,6 +390,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		if (len > PBP_WINDOW)
 			len = PBP_WINDOW;
 		if (len == 0 || bpf_probe_read_user(s->cwin, len, (const void *)code)) {
+			fwalk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_CODE;
 			return 1;
@@ -361,6 +398,7 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		tcount(PBP_STAT_N_CODE_READS);
 		if (w->proc->code_type_addr &&
 		    win_u64(s->cwin, off->code_ob_type) != w->proc->code_type_addr) {
+			fwalk_stale(s); /* 3.11/3.12 frames always hold a code object */
 			stat_add(PBP_STAT_REASON_BASE + PBP_ERR_NOT_CODE, 1);
 			return 0; /* 3.13+: f_executable may be None or another object */
 		}
@@ -555,6 +593,8 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t)
 {
 	struct scratch *s = w->s;
+	if (s->chk.stale) /* what was walked is stale: no stack */
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (w->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!w->depth)
@@ -638,8 +678,26 @@ static __always_inline int sample(void *ctx, int use_loop)
 	const struct pbp_py_offsets *off = &proc->off;
 	if (!have_frame)
 		frame = rd_u64(ts + off->tstate_frame);
-	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME)
-		frame = rd_u64(frame + off->cframe_current_frame);
+	__u64 expect = 0;
+	s->chk.pending = 0;
+	s->chk.stale = 0;
+	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
+		/* tstate->cframe: current_frame and previous in one read */
+		if (bpf_probe_read_user(s->cwin, PBP_CFRAME_WINDOW, (const void *)frame))
+			return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_READ_FRAME, 0);
+		frame = win_u64(s->cwin, off->cframe_current_frame);
+		if (off->frame_entry_off != PBP_OFF_NONE) {
+			__u64 pcf = win_u64(s->cwin, off->cframe_previous);
+			/* Settled, a cframe has a frame exactly when it has a previous cframe (the
+			 * thread's root cframe has neither), and that one is readable. */
+			if (!frame != !pcf ||
+			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
+							(const void *)(pcf + off->cframe_current_frame))))
+				return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
+			s->chk.expect = expect;
+			s->chk.pending = 1;
+		}
+	}
 	t = tmark(PBP_STAT_T_FRAME0, t);
 	if (!frame)
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
@@ -736,6 +794,15 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+/* Is the current task under one of the --cgroup cgroups? Empty slots answer < 0. */
+static __always_inline int in_cgroup_filter(void)
+{
+	for (__u32 i = 0; i < PBP_MAX_CGROUPS; i++)
+		if (bpf_current_task_under_cgroup(&cgroup_filter, i) == 1)
+			return 1;
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p)
 {
@@ -745,6 +812,8 @@ int BPF_PROG(on_exec, struct task_struct *p)
 	 * them; userspace re-discovers it from the event. */
 	int known = bpf_map_delete_elem(&procs, &tgid) == 0;
 	if (!known && !(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	if (!known && (watch_flags & PBP_WATCH_CGROUP) && !in_cgroup_filter())
 		return 0;
 	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
 	emit_proc_event(PBP_EV_EXEC, tgid, ppid);

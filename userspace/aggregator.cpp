@@ -19,6 +19,7 @@ const char* Aggregator::reason_label(uint32_t reason) {
         case PBP_ERR_STACK_MAP: return "BPF stack map full";
         case PBP_ERR_THREAD_WALK_LIMIT: return "thread list longer than the walk limit";
         case PBP_ERR_TAIL_CALL: return "frame walk tail call failed";
+        case PBP_ERR_CFRAME_STALE: return "eval loop being entered: stack not settled";
         default: return "unknown";
     }
 }
@@ -65,32 +66,26 @@ uint32_t Aggregator::synthetic_stack(const std::string& name) {
     return idx;
 }
 
-uint32_t Aggregator::sample_stack(const pbp_event& e) {
-    if (!e.stack_id) return synthetic_stack(reason_label(e.reason));
-    auto& ids = stack_ids_[static_cast<pid_t>(e.pid)];
-    auto it = ids.find(e.stack_id);
-    if (it == ids.end()) {
-        if (!lookup_(e.stack_id, *buf_)) return synthetic_stack("stack evicted before it was read");
-        std::map<std::string, uint64_t> problems;
-        BaseStack b;
-        for (auto& f : symbolizer_.symbolize(static_cast<pid_t>(e.pid), *buf_, problems))
-            b.frames.push_back(profile_.frames.intern(f));
-        if (!problems.empty()) b.problem = problems.begin()->first;
-        it = ids.emplace(e.stack_id, std::move(b)).first;
-    }
-    BaseStack& b = it->second;
-    uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
+bool Aggregator::resolve(pid_t pid, uint64_t stack_id, BaseStack& b) {
+    if (!lookup_(stack_id, *buf_)) return false;
+    std::map<std::string, uint64_t> problems;
+    b.frames.clear();
+    for (auto& f : symbolizer_.symbolize(pid, *buf_, problems)) b.frames.push_back(profile_.frames.intern(f));
+    b.problem = problems.empty() ? "" : problems.begin()->first;
+    return true;
+}
+
+uint32_t Aggregator::variant_stack(BaseStack& b, uint32_t variant) {
     auto v = b.variants.find(variant);
     if (v != b.variants.end()) return v->second;
-
     std::string problem = b.problem;
     std::vector<uint32_t> frames;
     if (variant) {
         Frame marker;
         marker.synthetic = true;
         if (variant >= 2) {
-            marker.name = std::string("[partial stack: ") + reason_label(e.reason) + "]";
-            problem = std::string("partial stack: ") + reason_label(e.reason);
+            marker.name = std::string("[partial stack: ") + reason_label(variant - 2) + "]";
+            problem = std::string("partial stack: ") + reason_label(variant - 2);
         } else {
             marker.name = "[truncated]";
         }
@@ -102,6 +97,44 @@ uint32_t Aggregator::sample_stack(const pbp_event& e) {
     stack_problem_[idx] = problem;
     b.variants.emplace(variant, idx);
     return idx;
+}
+
+void Aggregator::retry(pid_t pid, uint64_t stack_id, BaseStack& b) {
+    b.retries++;
+    BaseStack fresh;
+    if (!resolve(pid, stack_id, fresh) || !fresh.problem.empty()) return;
+    // The same id again proves the same code objects are alive (the id hashes their addresses
+    // and checksums), so the first read hit a transient state: re-point the samples so far.
+    std::unordered_map<uint32_t, uint32_t> remap;
+    for (auto& [variant, old_idx] : b.variants) remap[old_idx] = variant_stack(fresh, variant);
+    b = std::move(fresh);
+    auto pit = profile_.processes.find(static_cast<uint32_t>(pid));
+    if (pit == profile_.processes.end() || remap.empty()) return;
+    for (auto& [_, t] : pit->second.threads)
+        for (auto& s : t.samples) {
+            auto r = remap.find(s.stack);
+            if (r == remap.end()) continue;
+            auto u = profile_.run.unresolved.find(stack_problem_[s.stack]);
+            if (u != profile_.run.unresolved.end() && u->second && !--u->second) profile_.run.unresolved.erase(u);
+            s.stack = r->second;
+            if (!stack_problem_[s.stack].empty()) profile_.run.unresolved[stack_problem_[s.stack]]++;
+        }
+}
+
+uint32_t Aggregator::sample_stack(const pbp_event& e) {
+    if (!e.stack_id) return synthetic_stack(reason_label(e.reason));
+    const pid_t pid = static_cast<pid_t>(e.pid);
+    auto& ids = stack_ids_[pid];
+    auto it = ids.find(e.stack_id);
+    if (it == ids.end()) {
+        BaseStack b;
+        if (!resolve(pid, e.stack_id, b)) return synthetic_stack("stack evicted before it was read");
+        it = ids.emplace(e.stack_id, std::move(b)).first;
+    } else if (Symbolizer::transient(it->second.problem) && it->second.retries < kMaxRetries) {
+        retry(pid, e.stack_id, it->second);
+    }
+    uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
+    return variant_stack(it->second, variant);
 }
 
 void Aggregator::on_sample(const pbp_event& e) {

@@ -39,12 +39,23 @@ private:
     uint32_t sample_stack(const pbp_event& e);
 
     struct BaseStack {
+        uint32_t retries = 0;          // re-reads after a failed symbolization, see retry()
         std::vector<uint32_t> frames;  // root first, interned
         std::string problem;           // "" or why some frame is unresolved
         // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
         // [partial stack: reason]; made once, so a repeated sample costs one lookup.
         std::unordered_map<uint32_t, uint32_t> variants;
     };
+
+    // Reads and symbolizes a BPF stack into b; false when the id is no longer in the map.
+    bool resolve(pid_t pid, uint64_t stack_id, BaseStack& b);
+    // The StackTable index of b with a marker variant, made once.
+    uint32_t variant_stack(BaseStack& b, uint32_t variant);
+    // A stack whose symbolization failed is seen again: re-read it (a code object can be
+    // caught mid-change, e.g. a str hash not computed yet); when it resolves now, the samples
+    // already charged to the unresolved stack move to the resolved one.
+    void retry(pid_t pid, uint64_t stack_id, BaseStack& b);
+    static constexpr uint32_t kMaxRetries = 8;
 
     Profile& profile_;
     Symbolizer& symbolizer_;

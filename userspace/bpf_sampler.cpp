@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -80,7 +81,8 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             error = std::string("cannot open the BPF object: ") + strerror(errno);
             return nullptr;
         }
-        s->skel_->rodata->watch_flags = cfg.watch_exec ? PBP_WATCH_EXEC : 0;
+        s->skel_->rodata->watch_flags =
+            (cfg.watch_exec ? PBP_WATCH_EXEC : 0) | (cfg.cgroup_filter ? PBP_WATCH_CGROUP : 0);
         s->skel_->rodata->nolp_chunk = chunks[attempt];
         s->skel_->rodata->section_timing = getenv("PYBPFPROF_TIMING") ? 1 : 0;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
@@ -200,6 +202,27 @@ bool BpfSampler::add_process(pid_t pid, const pbp_proc& proc, std::string& error
     uint32_t key = static_cast<uint32_t>(pid);
     if (bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_ANY)) {
         error = std::string("cannot add PID ") + std::to_string(pid) + " to the BPF process table: " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+bool BpfSampler::set_cgroup(uint32_t slot, const std::string& dir, std::string& error) {
+    if (slot >= PBP_MAX_CGROUPS) {
+        error = "too many --cgroup targets (at most " + std::to_string(PBP_MAX_CGROUPS) + ")";
+        return false;
+    }
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        error = "cannot open the cgroup " + dir + ": " + strerror(errno);
+        return false;
+    }
+    int err = bpf_map_update_elem(bpf_map__fd(skel_->maps.cgroup_filter), &slot, &fd, BPF_ANY);
+    int saved = errno;
+    close(fd);  // the map holds its own reference to the cgroup
+    if (err) {
+        error = "cannot add the cgroup " + dir + " to the BPF filter: " + strerror(saved) +
+                " (is it a cgroup v2 directory?)";
         return false;
     }
     return true;

@@ -20,6 +20,7 @@ namespace pbp {
 struct SamplerConfig {
     double rate_hz = 99;
     bool watch_exec = false;
+    bool cgroup_filter = false;    // report execs only under the cgroups given to set_cgroup()
     size_t ringbuf_bytes = 0;      // 0 = sized from the CPU count
     unsigned stack_entries = 2048; // distinct stacks held by BPF until userspace reads them
     std::string btf_path;          // custom BTF instead of /sys/kernel/btf/vmlinux
@@ -36,6 +37,8 @@ public:
 
     bool add_process(pid_t pid, const pbp_proc& proc, std::string& error);
     void remove_process(pid_t pid);
+    // --cgroup: report execs under this cgroup v2 directory (and its descendants) too.
+    bool set_cgroup(uint32_t slot, const std::string& dir, std::string& error);
 
     // Waits up to timeout_ms for records and hands each to the handler. Returns records
     // consumed, or -errno (-EINTR when a signal arrived).

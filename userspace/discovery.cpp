@@ -1,5 +1,9 @@
 #include "discovery.h"
 
+#include <dirent.h>
+#include <cerrno>
+#include <cstring>
+
 #include <regex>
 #include <set>
 #include <vector>
@@ -241,6 +245,16 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     }
     r.status = Discovery::NotPython;
     r.reason = "no CPython runtime (_PyRuntime, .PyRuntime or libpython) in its memory maps";
+    // Its files could not be opened at all: another user's process without CAP_SYS_PTRACE.
+    std::string root = "/proc/" + std::to_string(pid) + "/root/";
+    if (DIR* d = opendir(root.c_str())) {
+        closedir(d);
+    } else if (errno == EACCES || errno == EPERM) {
+        r.status = Discovery::Unsupported;
+        r.reason = "cannot read its files (" + root + ": " + strerror(errno) +
+                   "); profiling another user's process needs CAP_SYS_PTRACE (run as root, or add SYS_PTRACE "
+                   "to the agent's capabilities)";
+    }
     return r;
 }
 

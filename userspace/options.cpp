@@ -16,6 +16,17 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.add_option("-p,--pid", o.pids, "Profile this running process (repeatable)")->check(CLI::PositiveNumber);
     app.add_flag("-a,--all-python", o.all_python,
                  "Profile every CPython process on the machine, including ones started later");
+    app.add_option("-c,--cgroup", o.cgroups,
+                   "Profile every Python process in this cgroup v2 (a path, absolute or relative to the cgroup2 "
+                   "mount), Kubernetes pod (UID or namespace/name) or container (ID or unique prefix), including "
+                   "ones started later (repeatable)");
+    app.add_option("--node-root", o.node_root,
+                   "Where the node's root file system is (for /var/log/pods, /var/log/containers and "
+                   "/var/lib/kubelet/pods; default /)");
+    app.add_option("--group-by", o.group_by,
+                   "Group outputs by process (default) or by pod: one speedscope profile and one folded root "
+                   "per pod")
+        ->check(CLI::IsMember({"process", "pod"}));
     app.add_option("-r,--rate", o.rate_hz, "Samples per second per CPU (default 99)")
         ->check(CLI::Range(1.0, 10000.0));
     app.add_option("-d,--duration", o.duration_s,
@@ -24,7 +35,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.add_option("-o,--output", o.output, "Output file (default: pybpfprof-<target>-<timestamp>.<ext>)");
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
-    app.add_option("-f,--format", o.format, "Output format: " + formats + " (default speedscope)")
+    app.add_option("-f,--format", o.format, "Output format: " + formats +
+                                      " (default: from the -o extension: .html, .folded, .pb.gz; else speedscope)")
         ->check(CLI::IsMember(exporter_names()));
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", o.max_depth, "Deepest Python stack to collect (default: the most the kernel allows)")
@@ -48,14 +60,24 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         exit_code = 2;
         return false;
     }
-    int modes = (!o.pids.empty()) + o.all_python + (!o.command.empty());
+    // No -f: the format follows the -o file's extension (report.html, out.pb.gz, ...).
+    if (!app.count("--format") && !o.output.empty()) {
+        auto ends = [&](const std::string& suf) {
+            return o.output.size() >= suf.size() && o.output.compare(o.output.size() - suf.size(), suf.size(), suf) == 0;
+        };
+        if (ends(".html") || ends(".htm")) o.format = "html";
+        else if (ends(".folded") || ends(".collapsed")) o.format = "collapsed";
+        else if (ends(".pb.gz") || ends(".pprof")) o.format = "pprof";
+    }
+    // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
+    int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());
     if (modes == 0) {
-        std::cerr << "pybpfprof: nothing to profile; give --pid PID, --all-python, or -- COMMAND ARGS\n";
+        std::cerr << "pybpfprof: nothing to profile; give --pid PID, --all-python, --cgroup POD|CGROUP, or -- COMMAND ARGS\n";
         exit_code = 2;
         return false;
     }
     if (modes > 1) {
-        std::cerr << "pybpfprof: choose one of --pid, --all-python and -- COMMAND, not several\n";
+        std::cerr << "pybpfprof: choose one of --pid, --all-python/--cgroup and -- COMMAND, not several\n";
         exit_code = 2;
         return false;
     }

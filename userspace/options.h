@@ -10,6 +10,9 @@ namespace pbp {
 struct Options {
     std::vector<pid_t> pids;
     bool all_python = false;
+    std::vector<std::string> cgroups;  // --cgroup: cgroup paths, pod UIDs, namespace/name, container IDs
+    std::string node_root = "/";       // where the node's /var/log/pods etc. are (agent containers: /host)
+    std::string group_by = "process";  // "process" or "pod": how outputs group the processes
     std::vector<std::string> command;  // after "--"
     double rate_hz = 99;
     double duration_s = 0;  // 0 = until Ctrl-C / targets exit

@@ -1,6 +1,7 @@
 #include "preflight.h"
 
 #include <linux/capability.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -36,21 +37,27 @@ std::string kernel_release() {
 }
 
 bool check_kernel(const std::string& btf_path, std::string& error) {
-    std::string rel = kernel_release();
+    return check_kernel(kernel_release(), kKernelBtf, btf_path, error);
+}
+
+bool check_kernel(const std::string& release, const std::string& kernel_btf, const std::string& btf_path,
+                  std::string& error) {
     int maj = 0, min = 0;
-    if (sscanf(rel.c_str(), "%d.%d", &maj, &min) == 2 && (maj < 5 || (maj == 5 && min < 8))) {
-        error = "kernel " + rel + " is too old: pybpfprof needs Linux 5.8 or newer (BPF ring buffer); "
+    if (sscanf(release.c_str(), "%d.%d", &maj, &min) == 2 && (maj < 5 || (maj == 5 && min < 8))) {
+        error = "kernel " + release + " is too old: pybpfprof needs Linux 5.8 or newer (BPF ring buffer); "
                 "upgrade the kernel";
         return false;
     }
-    std::string btf = btf_path.empty() ? "/sys/kernel/btf/vmlinux" : btf_path;
-    if (access(btf.c_str(), R_OK) != 0) {
+    const std::string& btf = btf_path.empty() ? kernel_btf : btf_path;
+    struct stat st{};
+    if (stat(btf.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(btf.c_str(), R_OK) != 0) {
         if (btf_path.empty())
-            error = "kernel " + rel + " has no BTF (/sys/kernel/btf/vmlinux is missing): use a kernel built "
+            error = "kernel " + release + " has no BTF (" + kernel_btf + " is missing): use a kernel built "
                     "with CONFIG_DEBUG_INFO_BTF=y (Debian 11+, Ubuntu 20.10+, Fedora 31+, RHEL 8.2+) "
                     "or pass --btf FILE";
         else
-            error = "BTF file " + btf + " cannot be read; pass a readable BTF file to --btf";
+            error = "BTF file " + btf + " cannot be read (missing, not a file, or no permission); "
+                    "pass a readable BTF file to --btf";
         return false;
     }
     return true;

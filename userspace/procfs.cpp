@@ -11,14 +11,16 @@
 
 namespace pbp::procfs {
 
-namespace {
-std::string slurp(const std::string& path) {
+std::string read_text(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) return {};
     std::stringstream ss;
     ss << f.rdbuf();
     return ss.str();
 }
+
+namespace {
+std::string slurp(const std::string& path) { return read_text(path); }
 std::string trim_nl(std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
     return s;

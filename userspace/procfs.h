@@ -28,6 +28,9 @@ struct Status {
 std::optional<Status> read_status(pid_t pid);
 std::optional<Status> read_task_status(pid_t pid, pid_t tid);
 
+// A whole (small, /proc or /sys) file; "" if it cannot be read.
+std::string read_text(const std::string& path);
+
 std::string comm(pid_t pid);
 std::string thread_comm(pid_t pid, pid_t tid);
 std::string cmdline(pid_t pid);  // argv joined by spaces

@@ -49,6 +49,27 @@ std::string ProcessProfile::display_name() const {
     return s + ")";
 }
 
+std::string ProcessProfile::pod_name() const {
+    auto get = [&](const char* k) {
+        auto it = labels.find(k);
+        return it == labels.end() ? std::string() : it->second;
+    };
+    if (!get("pod").empty()) return get("namespace") + "/" + get("pod");
+    return get("pod_uid");
+}
+
+std::string ProcessProfile::where() const {
+    std::string s;
+    if (std::string pod = pod_name(); !pod.empty()) s = "pod " + pod;
+    auto c = labels.find("container");
+    auto id = labels.find("container_id");
+    if (c != labels.end() || id != labels.end()) {
+        s += s.empty() ? "" : ", ";
+        s += "container " + (c != labels.end() ? c->second : id->second.substr(0, 12));
+    }
+    return s;
+}
+
 uint64_t Profile::total_samples() const {
     uint64_t n = 0;
     for (auto& [_, p] : processes)

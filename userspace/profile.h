@@ -86,6 +86,11 @@ struct ProcessProfile {
     std::vector<ResourcePoint> resources;       // in time order
 
     std::string display_name() const;  // "python3 app.py (pid 1234)"
+    // From the labels: "namespace/name" (or the pod UID when its name is not known), "" for
+    // a process in no pod.
+    std::string pod_name() const;
+    // "pod default/web-1, container app" / "container 0123456789ab" / "" (no container).
+    std::string where() const;
 };
 
 struct RunInfo {
@@ -102,7 +107,9 @@ struct RunInfo {
     uint64_t truncated = 0;             // samples deeper than the walk limit (marked [truncated])
     std::map<std::string, uint64_t> unresolved;  // reason -> samples without a full stack
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
-    int max_depth = 0;                  // deepest stack BPF can walk on this kernel
+    int max_depth = 0;                  // deepest stack BPF walks in this run (kernel limit or --max-depth)
+    bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
+    std::string group_by = "process";   // "process" or "pod" (--group-by)
 
     int64_t unix_ns(uint64_t mono_ns) const {
         return start_unix_ns + static_cast<int64_t>(mono_ns - start_mono_ns);

@@ -22,9 +22,12 @@
 
 #include "aggregator.h"
 #include "bpf_sampler.h"
+#include "cgroup_target.h"
+#include "cgroups.h"
 #include "discovery.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
+#include "kube.h"
 #include "launcher.h"
 #include "preflight.h"
 #include "procfs.h"
@@ -93,12 +96,17 @@ struct Pending {
 
 class Session {
 public:
-    explicit Session(const Options& o) : o_(o) {}
+    explicit Session(const Options& o) : o_(o), node_(o.node_root) {}
     int run();
 
 private:
     bool resolve_output(std::string& path, std::string& error);
     bool add_target(const PythonTarget& t, bool announce);
+    size_t scan(const std::vector<pid_t>& pids, bool announce);  // discover these now
+    bool cgroup_mode() const { return !o_.cgroups.empty(); }
+    int setup_cgroups();              // resolve --cgroup; exit code, or -1 to go on
+    bool attach_cgroup(size_t i, std::string& error);  // into the BPF filter, then scan it
+    void retry_cgroups();             // the ones not found yet (with --duration)
     void on_event(const pbp_event& e);
     void schedule(pid_t pid, uint64_t event_ns = 0) { pending_[pid] = {mono_ns(), 0, event_ns}; }
     void run_pending();
@@ -113,6 +121,16 @@ private:
     bool write_report(std::string& error);  // --report FILE
 
     const Options& o_;
+    kube::Node node_;                 // pod and container names on this node
+    struct WatchedCgroup {
+        std::string spec;
+        bool attached = false;
+        CgroupTarget target;
+    };
+    std::vector<WatchedCgroup> cgroups_;
+    std::string cg_mount_;
+    uint32_t cg_slots_ = 0;
+    uint64_t last_cg_retry_ns_ = 0;
     Profile profile_;
     Symbolizer symbolizer_;
     Discoverer discoverer_;
@@ -145,7 +163,10 @@ private:
 bool Session::resolve_output(std::string& path, std::string& error) {
     if (o_.output.empty()) {
         std::string target;
-        if (o_.all_python) target = "all-python";
+        if (cgroup_mode()) {
+            target = "cgroup-" + sanitize_for_name(o_.cgroups[0]);
+            if (o_.cgroups.size() > 1) target += "+" + std::to_string(o_.cgroups.size() - 1);
+        } else if (o_.all_python) target = "all-python";
         else if (!o_.command.empty()) target = sanitize_for_name(std::filesystem::path(o_.command[0]).filename());
         else {
             target = "pid" + std::to_string(o_.pids[0]);
@@ -176,8 +197,9 @@ bool Session::resolve_output(std::string& path, std::string& error) {
 bool Session::add_target(const PythonTarget& t, bool announce) {
     std::string error;
     pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
-    symbolizer_.add_process(t.pid, t.layout);
+    symbolizer_.add_process(t.pid, t.layout, t.code_type_addr);
     agg_->add_process(t);
+    profile_.processes[static_cast<uint32_t>(t.pid)].labels = node_.labels_for(t.pid);
     if (!sampler_->add_process(t.pid, cfg, error)) {
         err(error);
         return false;
@@ -185,10 +207,88 @@ bool Session::add_target(const PythonTarget& t, bool announce) {
     targets_.insert(t.pid);
     ever_targets_.insert(t.pid);
     if (!t.warning.empty()) err("warning: PID " + std::to_string(t.pid) + ": " + t.warning);
-    if (announce && !o_.quiet)
+    if (announce && !o_.quiet) {
         std::cerr << "pybpfprof: profiling PID " << t.pid << " (" << procfs::comm(t.pid) << ", CPython "
-                  << t.describe() << ")\n";
+                  << t.describe() << ")";
+        const auto& labels = profile_.processes[static_cast<uint32_t>(t.pid)].labels;
+        if (labels.count("pod")) std::cerr << " in pod " << labels.at("namespace") << "/" << labels.at("pod");
+        if (labels.count("container")) std::cerr << ", container " << labels.at("container");
+        std::cerr << "\n";
+    }
     return true;
+}
+
+size_t Session::scan(const std::vector<pid_t>& pids, bool announce) {
+    size_t n = 0;
+    for (pid_t pid : pids) {
+        if (pid == getpid() || targets_.count(pid) || pending_.count(pid)) continue;
+        auto r = discoverer_.discover(pid);
+        if (r.status == Discovery::Python) {
+            if (add_target(*r.target, announce)) n++;
+        } else if (r.status == Discovery::NotYet) {
+            schedule(pid);
+        }
+    }
+    return n;
+}
+
+int Session::setup_cgroups() {
+    struct stat st{};
+    if (stat(o_.node_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        err("--node-root " + o_.node_root + " is not a directory; give the path where the node's / is mounted");
+        return kExitBadInput;
+    }
+    // An agent container with hostPID may still be in a cgroup namespace of its own.
+    cgroups::enter_init_cgroup_namespace();
+    std::string error;
+    auto mount = cgroups::hierarchy_mount(error);
+    if (!mount) {
+        err(error);
+        return kExitError;
+    }
+    cg_mount_ = *mount;
+    for (const auto& spec : o_.cgroups) {
+        WatchedCgroup w;
+        w.spec = spec;
+        auto r = resolve_cgroup(spec, cg_mount_, node_);
+        if (r.status == CgroupResolve::Found) {
+            w.target = r.target;
+        } else if (r.status == CgroupResolve::Ambiguous || o_.duration_s <= 0) {
+            err(r.message());
+            return kExitBadInput;
+        } else if (!o_.quiet) {
+            std::cerr << "pybpfprof: " << r.cause << "; waiting for it (up to " << o_.duration_s << " s)\n";
+        }
+        cgroups_.push_back(std::move(w));
+    }
+    return -1;
+}
+
+bool Session::attach_cgroup(size_t i, std::string& error) {
+    auto& w = cgroups_[i];
+    if (!sampler_->set_cgroup(cg_slots_, w.target.abs_path, error)) return false;
+    cg_slots_++;
+    w.attached = true;
+    // Execs from now on are reported by BPF; the processes already there are scanned.
+    size_t n = scan(cgroups::procs_under(w.target.abs_path), true);
+    if (!o_.quiet) {
+        std::cerr << "pybpfprof: watching " << w.target.describe() << ": " << n << " CPython process"
+                  << (n == 1 ? "" : "es") << " now";
+        if (n == 0) std::cerr << "; none yet, waiting for one" << (o_.duration_s > 0 ? "" : " (Ctrl-C to stop)");
+        std::cerr << "\n";
+    }
+    return true;
+}
+
+void Session::retry_cgroups() {
+    for (size_t i = 0; i < cgroups_.size(); i++) {
+        if (cgroups_[i].attached) continue;
+        auto r = resolve_cgroup(cgroups_[i].spec, cg_mount_, node_);
+        if (r.status != CgroupResolve::Found) continue;
+        cgroups_[i].target = r.target;
+        std::string error;
+        if (!attach_cgroup(i, error)) err(error);
+    }
 }
 
 bool Session::in_launch_tree(pid_t pid, pid_t ppid) {
@@ -239,7 +339,8 @@ void Session::on_event(const pbp_event& e) {
             if (pid == getpid()) break;
             // A --pid target is followed through exec: out of Python (dropped, BPF already
             // forgot it) and back into Python (profiled again).
-            bool wanted = o_.all_python || in_launch_tree(pid, static_cast<pid_t>(e.ppid)) ||
+            // With --cgroup, BPF reports only execs under the cgroups.
+            bool wanted = o_.all_python || cgroup_mode() || in_launch_tree(pid, static_cast<pid_t>(e.ppid)) ||
                           (e.type == PBP_EV_EXEC && (targets_.count(pid) || asked_for(pid)));
             if (!wanted) break;
             if (e.type == PBP_EV_EXEC && targets_.count(pid)) {
@@ -329,6 +430,9 @@ int Session::run() {
         }
     }
 
+    if (cgroup_mode())
+        if (int code = setup_cgroups(); code >= 0) return code;
+
     // Validate --pid targets before loading anything.
     std::vector<PythonTarget> initial;
     for (pid_t pid : o_.pids) {
@@ -344,6 +448,10 @@ int Session::run() {
         }
         if (r.status == Discovery::Gone) {
             err("no process with PID " + std::to_string(pid) + "; check it with: ps -p " + std::to_string(pid));
+            return kExitBadInput;
+        }
+        if (r.status == Discovery::Unsupported) {
+            err("PID " + std::to_string(pid) + " (" + procfs::comm(pid) + ") cannot be profiled: " + r.reason);
             return kExitBadInput;
         }
         if (r.status != Discovery::Python) {
@@ -369,6 +477,7 @@ int Session::run() {
     // Every mode follows exec: --all-python and launched commands pick up new Python
     // programs; a --pid target may exec into Python again.
     cfg.watch_exec = true;
+    cfg.cgroup_filter = cgroup_mode();
     cfg.btf_path = o_.btf_path;
     sampler_ = BpfSampler::open(cfg, [this](const pbp_event& e) { on_event(e); }, error);
     if (!sampler_) {
@@ -388,8 +497,12 @@ int Session::run() {
     run.kernel = kernel_release();
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(max_depth_);
+    run.bpf_loop = sampler_->uses_bpf_loop();
     run.command = o_.command;
-    if (o_.all_python) run.target = "all-python";
+    run.group_by = o_.group_by;
+    if (cgroup_mode()) {
+        for (auto& c : o_.cgroups) run.target += (run.target.empty() ? "cgroup " : ", ") + c;
+    } else if (o_.all_python) run.target = "all-python";
     else if (launched_) {
         for (auto& a : o_.command) run.target += (run.target.empty() ? "" : " ") + a;
     } else {
@@ -404,18 +517,16 @@ int Session::run() {
     run.start_unix_ns = real_ns();
 
     for (auto& t : initial) add_target(t, true);
-    if (o_.all_python) {
-        size_t n = 0;
-        for (pid_t pid : procfs::all_pids()) {
-            if (pid == getpid()) continue;
-            auto r = discoverer_.discover(pid);
-            if (r.status == Discovery::Python) {
-                add_target(*r.target, false);
-                n++;
-            } else if (r.status == Discovery::NotYet) {
-                schedule(pid);
+    if (cgroup_mode()) {
+        for (size_t i = 0; i < cgroups_.size(); i++) {
+            if (cgroups_[i].target.abs_path.empty()) continue;
+            if (!attach_cgroup(i, error)) {
+                err(error);
+                return kExitError;
             }
         }
+    } else if (o_.all_python) {
+        size_t n = scan(procfs::all_pids(), false);
         if (!o_.quiet)
             std::cerr << "pybpfprof: profiling every CPython process: " << n
                       << " running now, new ones as they start. Ctrl-C to stop.\n";
@@ -451,6 +562,10 @@ int Session::run() {
         }
         for (pid_t p : std::exchange(exits_, {})) target_gone(p);
         run_pending();
+        if (cgroup_mode() && now - last_cg_retry_ns_ > 250000000ULL) {
+            last_cg_retry_ns_ = now;
+            retry_cgroups();
+        }
         resources_.maybe_sample(profile_, targets_, now);
         if (launched_ && launcher_.poll_exit()) {
             // The launched program is done: its last samples are already queued.
@@ -563,9 +678,10 @@ int Session::finish() {
             std::cerr << "pybpfprof: PID " << pid << " (" << p.comm << ") used no CPU during the "
                       << std::fixed << std::setprecision(1) << run.duration_s() << " s run; its profile is empty\n";
     }
-    if (ever_targets_.empty() && (launched_ || o_.all_python)) {
+    if (ever_targets_.empty() && (launched_ || o_.all_python || cgroup_mode())) {
         std::cerr << "pybpfprof: no CPython process was found "
-                  << (launched_ ? "in the launched command" : "on this machine") << " during the run\n";
+                  << (launched_ ? "in the launched command" : cgroup_mode() ? "in " + run.target : "on this machine")
+                  << " during the run\n";
         if (launched_) code = code ? code : kExitBadInput;
     }
     for (pid_t p : exited_early_) {
@@ -585,7 +701,7 @@ int Session::finish() {
     if (st[PBP_STAT_SAMPLES])
         std::cerr << "  BPF: " << st[PBP_STAT_SAMPLE_NS] / st[PBP_STAT_SAMPLES] << " ns per profiled sample ("
                   << st[PBP_STAT_SAMPLES] << " samples), max depth " << run.max_depth
-                  << (sampler_->uses_bpf_loop() ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
+                  << (run.bpf_loop ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
     if (run.bpf_run_cnt)
         std::cerr << "  bpf_stats: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event over all CPUs ("
                   << run.bpf_run_cnt << " events)\n";

@@ -9,9 +9,10 @@
 
 namespace pbp {
 
-void Symbolizer::add_process(pid_t pid, const cpython::Layout& layout) {
+void Symbolizer::add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr) {
     Proc p;
     p.layout = layout;
+    p.code_type_addr = code_type_addr;
     p.mem = std::make_unique<ProcessMemory>(pid);
     procs_[pid] = std::move(p);
 }
@@ -42,6 +43,26 @@ uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, 
     return acc;
 }
 
+bool Symbolizer::looks_alive(const cpython::Layout& layout, uint64_t code_type_addr, uint64_t addr,
+                             const uint8_t* w, size_t len) {
+    const uint16_t to = layout.bpf.code_ob_type;
+    if (code_type_addr && to != PBP_OFF_NONE && to + 8u <= len) {
+        uint64_t type = 0;  // glibc's free writes its list links over ob_refcnt and ob_type
+        memcpy(&type, w + to, sizeof type);
+        if (type != code_type_addr) return false;
+    }
+    if (!layout.free_threaded && len >= 8) {  // ob_refcnt (free-threaded: ob_tid there)
+        int64_t rc = 0;
+        memcpy(&rc, w, sizeof rc);
+        // pymalloc's free puts the next free block of the same pool there (or NULL); no
+        // count, immortal or not, lies within a few MiB of the object's own address.
+        const int64_t near = int64_t{4} << 20;
+        if (rc <= 0 || (rc > static_cast<int64_t>(addr) - near && rc < static_cast<int64_t>(addr) + near))
+            return false;
+    }
+    return true;
+}
+
 Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
     auto it = p.code.find(addr);
     if (it != p.code.end() && it->second.csum == csum) return &it->second;
@@ -54,8 +75,8 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
         problem = "code object unreadable (process exited before symbolization)";
         return nullptr;
     }
-    if (code_checksum(off, win, len, p.mem.get()) != csum) {
-        problem = "code object freed before symbolization";
+    if (code_checksum(off, win, len, p.mem.get()) != csum || !looks_alive(p.layout, p.code_type_addr, addr, win, len)) {
+        problem = kFreed;
         return nullptr;
     }
     auto ptr = [&](uint16_t o) -> uint64_t {
@@ -74,7 +95,7 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
         if (getenv("PYBPFPROF_DEBUG"))
             fprintf(stderr, "pybpfprof: debug: code %#lx: qualname %#lx name %#lx unreadable\n", (unsigned long)addr,
                     (unsigned long)qn, (unsigned long)nm);
-        problem = "code object name unreadable";
+        problem = kNameUnreadable;
         return nullptr;
     }
     ci.name = *name;

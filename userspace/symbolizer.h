@@ -22,7 +22,8 @@ namespace pbp {
 
 class Symbolizer {
 public:
-    void add_process(pid_t pid, const cpython::Layout& layout);
+    // code_type_addr: &PyCode_Type in the target, 0 when unknown (no type check).
+    void add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr = 0);
     void remove_process(pid_t pid);
 
     // Frames of one BPF stack, ROOT FIRST (BPF records leaf first). Frames that cannot be
@@ -36,6 +37,18 @@ public:
 
     size_t cached_code_objects() const;
 
+    // Problems a later read of the same code object can clear: it was read while changing
+    // (its checksum or name did not match what BPF saw), not after its process was gone.
+    static constexpr const char* kFreed = "code object freed before symbolization";
+    static constexpr const char* kNameUnreadable = "code object name unreadable";
+    // Whether the object header read at a code object's address (win, len bytes) is a live
+    // object's: the checksum's fields outlive a free (the allocator writes only the first
+    // words), so a freed code object can still match it, then yield a half-freed name, file
+    // and lines. code_type_addr: &PyCode_Type, 0 = unknown.
+    static bool looks_alive(const cpython::Layout& layout, uint64_t code_type_addr, uint64_t addr,
+                            const uint8_t* win, size_t len);
+    static bool transient(const std::string& problem) { return problem == kFreed || problem == kNameUnreadable; }
+
 private:
     struct CodeInfo {
         uint32_t csum = 0;
@@ -46,10 +59,12 @@ private:
     };
     struct Proc {
         cpython::Layout layout;
+        uint64_t code_type_addr = 0;
         std::unique_ptr<ProcessMemory> mem;
         std::unordered_map<uint64_t, CodeInfo> code;  // by address
     };
     CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
+
 
     std::unordered_map<pid_t, Proc> procs_;
 };

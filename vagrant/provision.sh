@@ -40,7 +40,7 @@ case "${ID}:${VERSION_ID:-}" in
       nlohmann-json3-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler
       python3 procps util-linux python3.11 libpython3.11-dev python3-dev python3-yaml
       debootstrap debian-archive-keyring ca-certificates golang-go nodejs npm rsync
-      linux-tools-common linux-tools-generic)
+      linux-tools-common linux-tools-generic ruby)
     apt_install "${pkgs[@]}"
     apt_install "linux-tools-$(uname -r)" ||
       echo "provision.sh: no linux-tools-$(uname -r); bpftool falls back to linux-tools-generic's"
@@ -72,7 +72,7 @@ case "${ID}:${VERSION_ID:-}" in
       elfutils-libelf-devel zlib-devel cli11-devel json-devel gtest-devel gmock-devel
       protobuf-devel protobuf-compiler python3 python3-devel python3.11 python3.11-devel
       python3-pyyaml procps-ng util-linux debootstrap debian-keyring ca-certificates
-      golang nodejs npm chromium perf bcc-devel rsync)
+      golang nodejs npm chromium perf bcc-devel rsync ruby rubygem-minitest)
     dnf install -y --setopt=install_weak_deps=False "${pkgs[@]}"
     ;;
 

@@ -103,7 +103,21 @@ struct pbp_py_offsets {
 	 * address (co_name, co_filename and the line table are often reallocated at their old
 	 * addresses too), so the name is checked by its contents. */
 	__u8 csum_str_mask;
+
+	/* 3.11/3.12 (PBP_OFF_NONE elsewhere): _PyEval_EvalFrameDefault publishes its new _PyCFrame
+	 * (tstate->cframe = &cframe) a few instructions before it stores the cframe's
+	 * current_frame and previous (gcc writes both with one 16-byte store), so a sample there
+	 * reads whatever an earlier call left at that C stack address. A settled cframe always
+	 * links its first entry frame (the frame the eval loop was entered with, or the chain's
+	 * end) to cframe->previous->current_frame; the walk checks that and marks the sample
+	 * PBP_ERR_CFRAME_STALE, without a stack, when it does not hold. */
+	__u16 cframe_previous;    /* _PyCFrame.previous */
+	__u16 frame_entry_off;    /* the byte marking an entry frame: is_entry (3.11), owner (3.12) */
+	__u8 frame_entry_val;     /* its value in an entry frame: 1 (true), 3 (FRAME_OWNED_BY_CSTACK) */
+	__u8 _pad0[3];
 };
+/* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
+#define PBP_CFRAME_WINDOW 24
 /* offsetof(PyASCIIObject, hash) in default (not free-threaded) builds */
 #define PBP_STR_HASH_OFF 24
 
@@ -154,7 +168,9 @@ enum pbp_reason {
 	PBP_ERR_STACK_MAP = 8,       /* could not store the stack (map update failed) */
 	PBP_ERR_THREAD_WALK_LIMIT = 9, /* thread list longer than the walk bound */
 	PBP_ERR_TAIL_CALL = 10,      /* no-bpf_loop walk: the tail call into walk_nolp failed */
-	PBP_REASON_COUNT = 11,
+	PBP_ERR_CFRAME_STALE = 11,   /* 3.11/3.12: sampled while the eval loop was being entered:
+	                              * tstate->cframe not settled yet, no stack (see pbp_py_offsets) */
+	PBP_REASON_COUNT = 12,
 };
 
 /* Sample flags. */
@@ -207,6 +223,10 @@ enum pbp_stat {
 
 /* Exec/exit tracking modes. */
 #define PBP_WATCH_EXEC (1u << 0)     /* report every exec (for --all-python / launched trees) */
+#define PBP_WATCH_CGROUP (1u << 1)   /* ... but only of tasks under a cgroup in the cgroup_filter map */
+
+/* --cgroup: cgroups (with all their descendants) whose execs are reported. */
+#define PBP_MAX_CGROUPS 64
 
 /* ---- shared algorithms --------------------------------------------------------- */
 

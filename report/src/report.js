@@ -124,7 +124,32 @@
     return parts.length > 3 ? '…/' + parts.slice(-2).join('/') : f;
   };
   const shortCmd = c => c.split(' ').map((w, i) => (i === 0 ? w.split('/').pop() : w.includes('/') ? shortPath(w) : w)).join(' ');
-  const procLabel = p => `pid ${p.pid}${p.ns_pid && p.ns_pid !== p.pid ? ' (ns ' + p.ns_pid + ')' : ''} ${p.cmdline || p.comm}`;
+  // Pod and container, from the labels pybpfprof found on the node ('' when in none).
+  const podOf = p => {
+    const l = p.labels || {};
+    return l.pod ? `${l.namespace}/${l.pod}` : (l.pod_uid || '');
+  };
+  const containerOf = p => {
+    const l = p.labels || {};
+    return l.container || (l.container_id ? l.container_id.slice(0, 12) : '');
+  };
+  const whereOf = p => [podOf(p) && 'pod ' + podOf(p), containerOf(p) && 'container ' + containerOf(p)].filter(Boolean).join(', ');
+  const procLabel = p => `pid ${p.pid}${p.ns_pid && p.ns_pid !== p.pid ? ' (ns ' + p.ns_pid + ')' : ''} ${p.cmdline || p.comm}` +
+    (whereOf(p) ? ` [${whereOf(p)}]` : '');
+  // Pods: the processes of each, in first-seen order.
+  const pods = [];
+  {
+    const byKey = new Map();
+    for (const p of procs) {
+      const k = podOf(p);
+      if (!k) continue;
+      if (!byKey.has(k)) { byKey.set(k, pods.length); pods.push({ key: k, index: pods.length, procs: [], containers: new Set() }); }
+      const pod = pods[byKey.get(k)];
+      pod.procs.push(p.index);
+      if (containerOf(p)) pod.containers.add(containerOf(p));
+      p.pod = pod.index;
+    }
+  }
   const threadLabel = t => `${t.name || 'thread'} (tid ${t.tid})`;
   const fnLocation = (f, line) => {
     const file = fnFile(f);
@@ -134,12 +159,13 @@
   };
 
   // ---- state ------------------------------------------------------------------------
-  const state = { range: null, proc: -1, thread: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
+  const state = { range: null, pod: -1, proc: -1, thread: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
   let current = null;  // the last computed scope
 
   function scopeThreads() {
     if (state.thread >= 0) return [state.thread];
     if (state.proc >= 0) return procs[state.proc].threadIdx;
+    if (state.pod >= 0) return pods[state.pod].procs.flatMap(i => procs[i].threadIdx);
     return threads.map(t => t.index);
   }
 
@@ -352,6 +378,8 @@
 
   // ---- breakdowns -------------------------------------------------------------------
   const procTable = document.getElementById('proc-table');
+  const podTable = document.getElementById('pod-table');
+  document.getElementById('pod-section').hidden = pods.length === 0;
   const threadTable = document.getElementById('thread-table');
 
   function resourceStats(p) {
@@ -369,8 +397,29 @@
 
   function renderBreakdowns() {
     const T = current.rangeTotal;
-    const order = procs.map(p => p.index).sort((a, b) => current.perProc[b] - current.perProc[a] || procs[a].pid - procs[b].pid);
+    if (pods.length) {
+      const perPod = pods.map(pod => pod.procs.reduce((a, i) => a + current.perProc[i], 0));
+      const order = pods.map(p => p.index).sort((a, b) => perPod[b] - perPod[a] || (pods[a].key < pods[b].key ? -1 : 1));
+      const head = el('tr', null, el('th', { text: 'Pod' }), el('th', { text: 'Containers' }),
+        el('th', { class: 'num', text: 'Processes' }), el('th', { class: 'num', text: 'CPU time' }), el('th', { class: 'num', text: 'Share' }));
+      const body = el('tbody');
+      for (const i of order) {
+        const pod = pods[i];
+        body.append(el('tr', {
+          class: 'pod-row' + (state.pod === i ? ' selected' : ''), 'data-pod': pod.key, onclick: () => selectPod(i),
+        },
+          el('td', { text: pod.key }),
+          el('td', { text: [...pod.containers].join(', ') }),
+          el('td', { class: 'num', text: String(pod.procs.length) }),
+          el('td', { class: 'num', text: fmtSec(perPod[i] * periodS) }),
+          el('td', { class: 'num', text: T ? fmtPct(100 * perPod[i] / T) : '' })));
+      }
+      podTable.replaceChildren(el('thead', null, head), body);
+    }
+    const shown = state.pod >= 0 ? pods[state.pod].procs : procs.map(p => p.index);
+    const order = shown.slice().sort((a, b) => current.perProc[b] - current.perProc[a] || procs[a].pid - procs[b].pid);
     const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: 'CPU time' }),
+      ...(pods.length ? [el('th', { text: 'Pod / container' })] : []),
       el('th', { class: 'num', text: 'Share' }), el('th', { class: 'num', text: 'Threads' }),
       el('th', { class: 'num', text: 'Avg CPU' }), el('th', { class: 'num', text: 'Peak RSS' }));
     const body = el('tbody');
@@ -383,6 +432,7 @@
         el('td', { text: String(p.pid) }),
         el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
         el('td', { class: 'num', text: fmtSec(v * periodS) }),
+        ...(pods.length ? [el('td', { text: whereOf(p) })] : []),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
         el('td', { class: 'num', text: String(p.threadIdx.length) }),
         el('td', { class: 'num', text: rs.cpu == null ? '' : fmtPct(rs.cpu) }),
@@ -390,7 +440,8 @@
     }
     procTable.replaceChildren(el('thead', null, head), body);
 
-    const list = state.proc >= 0 ? procs[state.proc].threadIdx.slice() : threads.map(t => t.index);
+    const list = state.proc >= 0 ? procs[state.proc].threadIdx.slice()
+      : state.pod >= 0 ? pods[state.pod].procs.flatMap(i => procs[i].threadIdx) : threads.map(t => t.index);
     list.sort((a, b) => current.perThread[b] - current.perThread[a] || threads[a].tid - threads[b].tid);
     const thead = el('tr', null, el('th', { text: 'TID' }), el('th', { text: 'Name' }), el('th', { text: 'Process' }),
       el('th', { class: 'num', text: 'CPU time' }), el('th', { class: 'num', text: 'Share' }));
@@ -644,8 +695,9 @@
       const t = threads[state.thread];
       p.textContent = `pid ${procs[t.proc].pid} · ${threadLabel(t)}`;
     } else if (state.proc >= 0) p.textContent = procLabel(procs[state.proc]);
+    else if (state.pod >= 0) p.textContent = `pod ${pods[state.pod].key}`;
     else p.textContent = 'all processes';
-    p.classList.toggle('active', state.thread >= 0 || state.proc >= 0);
+    p.classList.toggle('active', state.thread >= 0 || state.proc >= 0 || state.pod >= 0);
     const tot = document.getElementById('scope-totals');
     tot.textContent = `${fmtInt(c.total)} samples · ${fmtSec(c.total * periodS)} CPU` +
       (run.samples ? ` · ${fmtPct(100 * c.total / run.samples)} of the run` : '');
@@ -678,6 +730,12 @@
     const b1 = Math.min(ncoarse - 1, Math.max(b0, Math.ceil(t1 / coarseS - 1e-9) - 1));
     setRange([b0, b1]);
   }
+  function selectPod(i) {
+    state.pod = state.pod === i && state.proc < 0 && state.thread < 0 ? -1 : i;
+    state.proc = -1;
+    state.thread = -1;
+    update({ timeline: true });
+  }
   function selectProcess(i) {
     if (state.proc === i && state.thread < 0) state.proc = -1;
     else state.proc = i;
@@ -701,7 +759,7 @@
   document.getElementById('inverted').addEventListener('change', e => { state.inverted = e.target.checked; renderFlame(); });
   document.getElementById('reset-zoom').addEventListener('click', () => chart && chart.resetZoom());
   document.getElementById('reset-all').addEventListener('click', () => {
-    state.range = null; state.proc = -1; state.thread = -1;
+    state.range = null; state.pod = -1; state.proc = -1; state.thread = -1;
     update({ timeline: true });
   });
 

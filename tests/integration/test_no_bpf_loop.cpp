@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <regex>
 
+#include "gen_resume_check.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -30,7 +33,7 @@ protected:
         PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
         dir = temp_dir();
     }
-    RProfile profile(const std::string& script, std::vector<std::string> args) {
+    RProfile profile(const std::string& script, std::vector<std::string> args, int rate = 199) {
         const Interpreter& in = GetParam();
         std::string path = source_dir() + "/tests/workloads/" + script;
         if (!in.root.empty()) {
@@ -39,8 +42,10 @@ protected:
                                        std::filesystem::copy_options::overwrite_existing);
             path = "/tmp/pbp-workloads/" + script;
         }
+        workload_path = path;
         std::string out = dir + "/out.json";
-        std::vector<std::string> cmd{"env", "PYBPFPROF_FORCE_NO_BPF_LOOP=1", pybpfprof_bin(), "-o", out, "-r", "199", "--"};
+        std::vector<std::string> cmd{"env",    "PYBPFPROF_FORCE_NO_BPF_LOOP=1", pybpfprof_bin(), "-o", out, "-r",
+                                     std::to_string(rate), "--"};
         for (auto& a : in.argv) cmd.push_back(a);
         cmd.push_back(path);
         for (auto& a : args) cmd.push_back(a);
@@ -52,7 +57,7 @@ protected:
         if (!m.empty()) depth = std::stoi(m[1]);
         return read_speedscope(out);
     }
-    std::string dir, err;
+    std::string dir, err, workload_path;
     int depth = 0;
 };
 
@@ -97,6 +102,27 @@ TEST_P(NoBpfLoop, CpuSplitSeventyThirty) {
     size_t b = prof.count([&](auto& s) { return has_frame(s, q + "hot_thirty"); });
     ASSERT_GT(a + b, 200u) << err;
     EXPECT_NEAR(100.0 * a / (a + b), 70.0, 5.0) << a << " vs " << b;
+}
+
+// 3.11/3.12: the check of tstate->cframe at the eval loop's entry holds across tail calls too
+// (see Language.GeneratorsResumedFromCKeepTheirChain).
+TEST_P(NoBpfLoop, GeneratorsResumedFromCKeepTheirChain) {
+    auto prof = profile("lang_gen_resume.py", {"2"}, 4999);
+    const std::string src = source_dir() + "/tests/workloads/lang_gen_resume.py";
+    std::ifstream f(src);
+    std::set<int> gen_lines;
+    std::string l;
+    for (int n = 1; std::getline(f, l); n++)
+        if (l.find("GEN-DEF") != std::string::npos || l.find("# GEN-LOOP") != std::string::npos ||
+            l.find("# HOT-GEN") != std::string::npos)
+            gen_lines.insert(n);
+    ASSERT_EQ(gen_lines.size(), 3u);
+    auto r = check_gen_resume(prof, workload_path, gen_lines);
+    std::cerr << "[ info ] " << GetParam().name << ": " << r.total << " samples in the loop, " << r.gens
+              << " in a generator, " << r.marked << " marked\n";
+    EXPECT_GT(r.gens, 150u) << err;
+    EXPECT_EQ(r.wrong, 0u) << r.bad_stacks();
+    EXPECT_LE(r.marked, r.total / 50);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, NoBpfLoop, ::testing::ValuesIn(one_per_layout()), interpreter_test_name);

@@ -17,6 +17,7 @@
 // Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
 //            "min_processes": N, "resources": true|false, "raw": true|false,
+//            "pods": N (pod rows), "pod_processes": {"ns/name": N},
 //            "max_ready_ms": N, "max_update_ms": N}
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
 import fs from 'node:fs';
@@ -217,6 +218,31 @@ async function main() {
     await page.click('#top-table th[data-key="self"]');
     const restored = await until(async () => (await topText()) === before, 5000);
     if (!restored) fail('sorting by Self again does not restore the top table');
+  }
+
+  // Pods (processes with Kubernetes labels): one row each; clicking one scopes everything to
+  // its processes (the process table lists only them), clicking it again restores.
+  const podRows = await page.locator('#pod-table tbody tr.pod-row').count();
+  if (expect.pods !== undefined) {
+    if (podRows !== expect.pods) fail(`${podRows} pod rows, want ${expect.pods}`);
+    if (expect.pods === 0 && await page.isVisible('#pod-section')) fail('the Pods section shows without pods');
+  }
+  for (let i = 0; i < Math.min(podRows, 6); i++) {
+    const row = page.locator('#pod-table tbody tr.pod-row').nth(i);
+    const key = await row.getAttribute('data-pod');
+    const before = await totals();
+    await row.click();
+    const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`pod ${key}`), 5000);
+    if (!scoped) { fail(`clicking pod ${key} does not scope to it`); break; }
+    const inPod = await page.locator('#proc-table tbody tr.proc-row').count();
+    if (expect.pod_processes && expect.pod_processes[key] !== undefined && inPod !== expect.pod_processes[key])
+      fail(`pod ${key}: ${inPod} process rows, want ${expect.pod_processes[key]}`);
+    const t = await totals();
+    if (podRows > 1 && t === before) fail(`clicking pod ${key} does not change the totals`);
+    else info.push(`pod ${key} click scopes to ${inPod} processes`);
+    await page.locator(`#pod-table tbody tr.pod-row[data-pod="${key}"]`).click();
+    const back = await until(async () => (await totals()) === before, 5000);
+    if (!back) fail(`clicking pod ${key} again does not restore the totals`);
   }
 
   // Clicking a process changes the top table; clicking it again restores it.

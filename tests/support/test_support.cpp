@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -18,6 +20,10 @@
 namespace fs = std::filesystem;
 
 namespace pbp::test {
+
+bool kernel_has_bpf_loop() {
+    return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
+}
 
 bool in_ci() {
     const char* ci = std::getenv("CI");
@@ -150,6 +156,19 @@ Child::Child(const std::vector<std::string>& argv, const std::string& dir) {
 
 std::string Child::out() const { return read_file(out_path_); }
 std::string Child::err() const { return read_file(err_path_); }
+
+bool Child::wait_for(std::string (Child::*text)() const, const std::string& needle, int timeout_s) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (true) {
+        if ((this->*text)().find(needle) != std::string::npos) return true;
+        // Exited: what it wrote is all there will be.
+        if (!running()) return (this->*text)().find(needle) != std::string::npos;
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        usleep(20000);
+    }
+}
+bool Child::wait_for_out(const std::string& needle, int timeout_s) { return wait_for(&Child::out, needle, timeout_s); }
+bool Child::wait_for_err(const std::string& needle, int timeout_s) { return wait_for(&Child::err, needle, timeout_s); }
 
 // ---- Reporter ------------------------------------------------------------------------------
 

@@ -15,6 +15,10 @@ namespace pbp::test {
 // True when running under CI=true: nothing may be skipped there.
 bool in_ci();
 
+// Whether this kernel offers bpf_loop to perf_event programs (5.17+), asked of the kernel
+// by loading a probe program (libbpf), not of pybpfprof. Needs root.
+bool kernel_has_bpf_loop();
+
 // Skip the current test outside CI, fail it under CI. Use as: PBP_REQUIRE(cond, "why").
 #define PBP_REQUIRE(cond, why)                                                       \
     do {                                                                             \
@@ -69,8 +73,13 @@ public:
     ~Child() = default;  // kills it if still running
     std::string out() const;
     std::string err() const;
+    // Wait until its stdout / stderr contains needle (e.g. pybpfprof's "profiling PID" line,
+    // printed once sampling runs); false if it exits or timeout_s passes first.
+    bool wait_for_out(const std::string& needle, int timeout_s = 120);
+    bool wait_for_err(const std::string& needle, int timeout_s = 120);
 
 private:
+    bool wait_for(std::string (Child::*text)() const, const std::string& needle, int timeout_s);
     std::string out_path_, err_path_;
 };
 

@@ -215,12 +215,43 @@ def walk(fp, pyframe):
     return len(mem)
 
 
+def check_entry(cf, fp):
+    """3.11/3.12: the frames this eval loop call runs (check_frames, middle, gen: it was entered
+    by next() from C) end at the entry frame, which links to cframe->previous->current_frame:
+    outer's frame. BPF checks exactly this to spot a cframe that is not settled yet."""
+    pcf = u64(cf + B["cframe_previous"])
+    if not check(pcf != 0, "cframe.previous is NULL under a running frame"):
+        return
+    expect = u64(pcf + B["cframe_current_frame"])
+    eq("cframe->previous->current_frame's code", u64(expect + B["frame_code"]), id(outer.__code__))
+    f, n, above = fp, 0, 0
+    while f and n < 1000:
+        n += 1
+        prev = u64(f + B["frame_previous"])
+        owner = u8(f + B["frame_owner"])
+        if not (owner < 32 and (B["skip_owner_mask"] >> owner) & 1):
+            above += 1
+        if u8(f + B["frame_entry_off"]) == B["frame_entry_val"]:
+            eq("entry frame's previous", prev, expect)
+            eq("Python frames down to the entry frame", above, 3)
+            return
+        f = prev
+    check(False, "no entry frame in the chain")
+
+
 def check_frames():
     ts = PyThreadState_Get()
     # no Python-level call between here and sys._getframe(): this frame is the current one
     fp = ctypes.c_uint64.from_address(ts + B["tstate_frame"]).value
     if B["frame_kind"] == FRAME_INTERP_CFRAME:
-        fp = ctypes.c_uint64.from_address(fp + B["cframe_current_frame"]).value
+        cf = fp
+        fp = ctypes.c_uint64.from_address(cf + B["cframe_current_frame"]).value
+        if B["frame_entry_off"] != NONE:
+            check_entry(cf, fp)
+        else:
+            check(False, "3.11/3.12 layout without the eval loop entry check")
+    else:
+        eq("frame_entry_off", B["frame_entry_off"], NONE)
     me = sys._getframe()
     return walk(fp, me)
 

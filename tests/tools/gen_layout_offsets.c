@@ -72,6 +72,14 @@ int main(void)
 #elif PY_VERSION_HEX >= 0x030B0000
 	O("tstate.cframe", PyThreadState, cframe);
 	O("cframe.current_frame", _PyCFrame, current_frame);
+	O("cframe.previous", _PyCFrame, previous);
+	P("sizeof(_PyCFrame)", sizeof(_PyCFrame));
+#if PY_VERSION_HEX < 0x030C0000
+	O("iframe.is_entry", _PyInterpreterFrame, is_entry);
+	P("sizeof(iframe.is_entry)", sizeof(((_PyInterpreterFrame *)0)->is_entry));
+#else
+	P("FRAME_OWNED_BY_CSTACK", FRAME_OWNED_BY_CSTACK);
+#endif
 #else
 	O("tstate.frame", PyThreadState, frame);
 #endif

@@ -506,7 +506,7 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
 
     Fixture F;
     const uint32_t pid = static_cast<uint32_t>(c.pid());
-    F.sym.add_process(c.pid(), r.target->layout);
+    F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
     F.agg.add_process(*r.target);
     const std::vector<pbp_frame> leaf_first = {frame(code["method"]), frame(code["modfunc"]), frame(code["module"])};
     F.fake.put(1, pid, leaf_first);
@@ -543,6 +543,68 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
     EXPECT_EQ(F.profile.run.truncated, 1u);
     EXPECT_EQ(p.first_sample_ns, 1000u);
     EXPECT_EQ(p.last_sample_ns, 2000u);
+}
+
+// A stack whose first read did not match what BPF saw (a code object caught mid-change) is
+// read again when its id comes back; once it resolves, the samples already charged to the
+// unresolved stack move over and stop counting as unresolved.
+TEST(AggregatorLive, TransientlyUnresolvedStackIsReadAgainAndEarlierSamplesMove) {
+    std::error_code ec;
+    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
+    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
+    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
+    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
+    uint64_t addr = 0;
+    uint32_t instr = 0;
+    std::istringstream is(c.out());
+    for (std::string l; std::getline(is, l);) {
+        std::istringstream ls(l);
+        std::string kind, label;
+        int first, line;
+        if (ls >> kind >> label && kind == "code" && label == "modfunc") ls >> addr >> first >> instr >> line;
+    }
+    ASSERT_NE(addr, 0u) << c.out();
+    pbp::Discoverer d;
+    auto r = d.discover(c.pid());
+    ASSERT_EQ(r.status, pbp::Discovery::Python) << r.reason;
+    pbp::ProcessMemory mem(c.pid());
+    uint8_t win[PBP_WINDOW] = {};
+    size_t len = r.target->layout.bpf.code_read_len;
+    ASSERT_TRUE(mem.read(addr, win, len));
+    const uint32_t csum = Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem);
+
+    Fixture F;
+    const uint32_t pid = static_cast<uint32_t>(c.pid());
+    F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
+    F.agg.add_process(*r.target);
+    F.fake.put(7, pid, {{addr, instr, csum ^ 1}});  // as read mid-change: no match
+    F.agg.on_sample(sample(pid, pid, 1000, 0, 7));
+    F.agg.on_sample(sample(pid, pid, 1100, 0, 7, PBP_F_TRUNCATED));
+    auto& th = F.profile.processes.at(pid).threads.at(pid);
+    auto first = frames_of(F.profile, th.samples[0].stack);
+    ASSERT_EQ(first.size(), 1u) << dump(first);
+    EXPECT_EQ(first[0].name, std::string("[unknown: ") + Symbolizer::kFreed + "]");
+    EXPECT_EQ(F.profile.run.unresolved[Symbolizer::kFreed], 2u);
+
+    F.fake.put(7, pid, {{addr, instr, csum}});  // the same id now reads cleanly
+    F.agg.on_sample(sample(pid, pid, 1200, 0, 7));
+    ASSERT_EQ(th.samples.size(), 3u);
+    for (auto& s : th.samples) {
+        auto fr = frames_of(F.profile, s.stack);
+        ASSERT_FALSE(fr.empty());
+        EXPECT_EQ(fr.back().name, "module_function") << dump(fr);
+        EXPECT_FALSE(fr.back().synthetic);
+    }
+    EXPECT_EQ(frames_of(F.profile, th.samples[1].stack).front().name, "[truncated]");
+    EXPECT_EQ(th.samples[0].stack, th.samples[2].stack);
+    EXPECT_EQ(F.profile.unresolved_total(), 0u);
+    EXPECT_TRUE(F.profile.run.unresolved.empty());
+
+    // A stack that stays unresolved is read again a bounded number of times, then left alone.
+    F.fake.put(8, pid, {{addr, instr, csum ^ 2}});
+    for (int i = 0; i < 50; i++) F.agg.on_sample(sample(pid, pid, 2000 + i, 0, 8));
+    EXPECT_LE(F.fake.calls[8], 10);
+    EXPECT_EQ(F.profile.run.unresolved[Symbolizer::kFreed], 50u);
 }
 
 }  // namespace

@@ -126,6 +126,7 @@ Profile idle_profile() {
     b.thread(10, 10, "python3");
     auto& pr = b.process(11, "python3 other.py");
     pr.labels["pod"] = "web-1";
+    pr.labels["namespace"] = "shop";
     return b.p;
 }
 
@@ -194,6 +195,10 @@ size_t check_common(const json& doc, const Profile& p) {
     EXPECT_EQ(name, "pybpfprof " + p.run.target + " " + kStartIso);
     EXPECT_EQ(doc["pybpfprof"].value("start_time", ""), kStartIso);
     EXPECT_EQ(doc["pybpfprof"].value("start_unix_ns", int64_t{0}), kStartUnix);
+    // The depth the run walked and whether the kernel had bpf_loop: tests on kernels
+    // without it read their expected depth from here.
+    EXPECT_EQ(doc["pybpfprof"].value("max_depth", -1), p.run.max_depth);
+    EXPECT_EQ(doc["pybpfprof"].value("bpf_loop", !p.run.bpf_loop), p.run.bpf_loop);
 
     const json& frames = doc["shared"]["frames"];
     EXPECT_TRUE(frames.is_array());
@@ -260,9 +265,9 @@ TEST(Speedscope, MultiProcessStructure) {
     std::vector<std::string> want = {
         "python3 app.py --workers 2 (pid 100) python3 (tid 100)",
         "python3 app.py --workers 2 (pid 100) worker-1 (tid 101)",
-        "python3 -c 'print(1)' (pid 200, ns pid 7) python3 (tid 200, ns tid 1) [container=abc123]",
+        "python3 -c 'print(1)' (pid 200, ns pid 7) python3 (tid 200, ns tid 1) [container abc123]",
         "python3 -c 'print(1)' (pid 200, ns pid 7) grüße-thread (tid 201, ns tid 9) "
-        "[container=abc123]",
+        "[container abc123]",
     };
     EXPECT_EQ(names, want);
     EXPECT_EQ(doc["activeProfileIndex"], 2);
@@ -314,6 +319,65 @@ TEST(Speedscope, MultiProcessStructure) {
     EXPECT_EQ(doc["pybpfprof"].value("total_samples", uint64_t{0}), 32u);
 }
 
+// --group-by pod: one speedscope profile per pod (its processes' threads merged in time
+// order), per-thread profiles for processes in no pod; folded stacks get a pod root.
+Profile pod_profile(const std::string& group_by) {
+    Builder b;
+    b.p.run.group_by = group_by;
+    uint32_t hot = b.frame("hot", "/app/a.py", 3);
+    uint32_t cold = b.frame("cold", "/app/a.py", 9);
+    for (uint32_t pid : {100u, 200u}) {
+        auto& pr = b.process(pid, "python3 worker.py");
+        pr.labels = {{"namespace", "dask"}, {"pod", "worker-0"}, {"pod_uid", "u"}, {"container", "worker"}};
+    }
+    b.process(300, "python3 tool.py");
+    b.thread(100, 100, "MainThread");
+    b.thread(100, 101, "compute");
+    b.thread(200, 200, "MainThread");
+    b.thread(300, 300, "MainThread");
+    b.add(100, 100, {hot}, 30, 2);
+    b.add(100, 101, {hot}, 0, 3);
+    b.add(200, 200, {cold}, 10, 4);
+    b.add(300, 300, {cold}, 0, 1);
+    return b.p;
+}
+
+TEST(Speedscope, GroupByPodMergesAPodsProcesses) {
+    auto doc = json::parse(export_to_string("speedscope", pod_profile("pod")));
+    ASSERT_EQ(doc["profiles"].size(), 2u) << doc["profiles"].dump();
+    EXPECT_EQ(doc["profiles"][0]["name"], "pod dask/worker-0 (2 processes, 3 threads)");
+    EXPECT_EQ(doc["profiles"][0]["samples"].size(), 9u);
+    EXPECT_EQ(doc["profiles"][1]["name"], "python3 tool.py (pid 300) MainThread (tid 300)");
+    // in time order across the merged threads (samples are one 10.1 ms period apart):
+    // hot 0, cold 10.0, hot 10.1, cold 20.1, hot 20.2, hot 30.0, cold 30.2, hot 40.1, cold 40.3
+    std::vector<std::string> order;
+    for (auto& smp : doc["profiles"][0]["samples"]) order.push_back(doc["shared"]["frames"][smp[0].get<int>()]["name"]);
+    EXPECT_EQ(order, (std::vector<std::string>{"hot", "cold", "hot", "cold", "hot", "hot", "cold", "hot", "cold"}));
+    auto by_process = json::parse(export_to_string("speedscope", pod_profile("process")));
+    EXPECT_EQ(by_process["profiles"].size(), 4u);
+    EXPECT_EQ(by_process["profiles"][0]["name"],
+              "python3 worker.py (pid 100) MainThread (tid 100) [pod dask/worker-0, container worker]");
+}
+
+TEST(Collapsed, GroupByPodPutsThePodAtTheRoot) {
+    std::string text = export_to_string("collapsed", pod_profile("pod"));
+    EXPECT_NE(text.find("pod dask/worker-0;python3 worker.py (pid 200) [pod dask/worker-0, container worker];MainThread (tid 200);cold (/app/a.py:9) 4\n"),
+              std::string::npos) << text;
+    EXPECT_NE(text.find("\npython3 tool.py (pid 300);MainThread (tid 300);cold (/app/a.py:9) 1\n"), std::string::npos) << text;
+}
+
+TEST(Speedscope, MaxDepthAndBpfLoopInMetadata) {
+    for (auto [depth, loop] : {std::pair{1024, true}, std::pair{256, false}, std::pair{128, false}}) {
+        Profile p = multi_profile();
+        p.run.max_depth = depth;
+        p.run.bpf_loop = loop;
+        json doc = parse_speedscope(p);
+        ASSERT_FALSE(doc.is_discarded());
+        EXPECT_EQ(doc["pybpfprof"]["max_depth"], depth);
+        EXPECT_EQ(doc["pybpfprof"]["bpf_loop"], loop);
+    }
+}
+
 TEST(Speedscope, IdleProcessesGetOneEmptyProfileEach) {
     Profile p = idle_profile();
     json doc = parse_speedscope(p);
@@ -321,7 +385,7 @@ TEST(Speedscope, IdleProcessesGetOneEmptyProfileEach) {
     EXPECT_EQ(check_common(doc, p), 0u);
     ASSERT_EQ(doc["profiles"].size(), 2u);
     EXPECT_EQ(doc["profiles"][0]["name"], "python3 sleeper.py (pid 10) (no samples)");
-    EXPECT_EQ(doc["profiles"][1]["name"], "python3 other.py (pid 11) [pod=web-1] (no samples)");
+    EXPECT_EQ(doc["profiles"][1]["name"], "python3 other.py (pid 11) [pod shop/web-1] (no samples)");
     for (const auto& pr : doc["profiles"]) {
         EXPECT_TRUE(pr["samples"].empty());
         EXPECT_TRUE(pr["weights"].empty());
@@ -518,7 +582,7 @@ TEST(Collapsed, MultiProcessExactLines) {
     EXPECT_EQ(f.total, p.total_samples());
 
     const std::string p100 = "python3 app.py --workers 2 (pid 100)";
-    const std::string p200 = "python3 -c 'print(1)' (pid 200, ns pid 7)";
+    const std::string p200 = "python3 -c 'print(1)' (pid 200, ns pid 7) [container abc123]";
     std::vector<std::pair<std::string, uint64_t>> want = {
         {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:20)", 6},
         {p100 + ";python3 (tid 100);<module> (/app/app.py:1);hot_loop (/app/app.py:21)", 3},

@@ -553,6 +553,46 @@ TEST(HtmlReport, WorksInHeadlessChromium) {
     EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
 }
 
+// Processes in Kubernetes pods: a Pods table (one row per pod) that scopes everything to
+// the pod's processes; without pod labels there is no Pods section.
+TEST(HtmlReport, PodsTableScopesToThePodsProcesses) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    Profile p = two_process_profile();
+    auto label = [&](uint32_t pid, const std::string& pod, const std::string& container) {
+        auto& l = p.processes.at(pid).labels;
+        l["namespace"] = "ray";
+        l["pod"] = pod;
+        l["pod_uid"] = "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f";
+        l["container"] = container;
+    };
+    label(100, "raycluster-head", "ray-head");
+    label(200, "raycluster-worker-1", "ray-worker");
+    // a second process in the head pod, and one process in no pod
+    auto& pr = p.processes[300];
+    pr.pid = pr.ns_pid = 300;
+    pr.comm = "python3";
+    pr.cmdline = "python3 dashboard.py";
+    pr.labels = p.processes.at(100).labels;
+    pr.threads[300].tid = 300;
+    pr.threads[300].samples.push_back({p.run.start_mono_ns + 100'000'000ULL, 0, 0});
+    auto& loose = p.processes[400];
+    loose.pid = loose.ns_pid = 400;
+    loose.cmdline = "python3 host_tool.py";
+    loose.threads[400].tid = 400;
+    loose.threads[400].samples.push_back({p.run.start_mono_ns + 200'000'000ULL, 0, 0});
+    std::string dir = test::temp_dir();
+    std::ofstream(dir + "/pods.html") << render_html_report(p);
+    auto r = check_report(dir + "/pods.html", {{"functions", {"crunch_numbers"}},
+                                               {"pods", 2},
+                                               {"pod_processes", {{"ray/raycluster-head", 2}, {"ray/raycluster-worker-1", 1}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("pod ray/raycluster-worker-1 click scopes to 1 processes"), std::string::npos) << r.out;
+    std::ofstream(dir + "/nopods.html") << render_html_report(two_process_profile());
+    auto r0 = check_report(dir + "/nopods.html", {{"functions", {"crunch_numbers"}}, {"pods", 0}});
+    EXPECT_EQ(r0.status, 0) << r0.out << r0.err;
+}
+
 // The checker fails on a broken page.
 TEST(HtmlReport, CheckerRejectsABrokenPage) {
     std::string why;

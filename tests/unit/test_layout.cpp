@@ -89,6 +89,8 @@ std::string layout_json(const Layout& l) {
       << ",\"interp_next\":" << o.interp_next << ",\"interp_threads_head\":" << o.interp_threads_head
       << ",\"tstate_next\":" << o.tstate_next << ",\"tstate_thread_id\":" << o.tstate_thread_id
       << ",\"tstate_frame\":" << o.tstate_frame << ",\"cframe_current_frame\":" << o.cframe_current_frame
+      << ",\"cframe_previous\":" << o.cframe_previous << ",\"frame_entry_off\":" << o.frame_entry_off
+      << ",\"frame_entry_val\":" << int(o.frame_entry_val)
       << ",\"frame_previous\":" << o.frame_previous << ",\"frame_code\":" << o.frame_code
       << ",\"frame_instr\":" << o.frame_instr << ",\"frame_owner\":" << o.frame_owner
       << ",\"frame_tlbc_index\":" << o.frame_tlbc_index << ",\"frame_read_len\":" << o.frame_read_len
@@ -232,6 +234,15 @@ TEST(LayoutBuiltin, PerVersionEssentials) {
         EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);
         EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
         EXPECT_EQ(o.cframe_current_frame != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
+        // the eval loop entry check: 3.11 is_entry @68, 3.12 owner @70 == FRAME_OWNED_BY_CSTACK
+        EXPECT_EQ(o.frame_entry_off != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
+        if (w.hex >= 0x030B0000) {
+            const bool v311 = w.hex < 0x030C0000;
+            EXPECT_EQ(o.cframe_previous, v311 ? 16 : 8);
+            EXPECT_EQ(o.frame_entry_off, v311 ? 68 : 70);
+            EXPECT_EQ(o.frame_entry_val, v311 ? 1 : 3);
+            EXPECT_GE(o.frame_read_len, o.frame_entry_off + 1);
+        }
         EXPECT_EQ(o.frame_owner != PBP_OFF_NONE, w.fk != PBP_FRAME_OBJECT);
         EXPECT_EQ(o.code_adaptive != PBP_OFF_NONE, w.ik == PBP_INSTR_PTR);
         EXPECT_EQ(l->obj.co_qualname != PBP_OFF_NONE, w.hex >= 0x030B0000);
@@ -353,6 +364,32 @@ TEST(LayoutFinalize, RejectsOutOfWindowAndMisaligned) {
     {
         auto o = base_offsets();
         o.cframe_current_frame = PBP_OFF_NONE;  // required for PBP_FRAME_INTERP_CFRAME
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.cframe_current_frame = 24;  // beyond the PBP_CFRAME_WINDOW bytes read from the cframe
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.cframe_current_frame = 4;  // not aligned
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    }
+    {
+        auto o = base_offsets();
+        o.cframe_previous = PBP_OFF_NONE;  // the entry check needs it
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.cframe_previous = 24;
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.cframe_previous = 16;
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+    }
+    {
+        auto o = base_offsets();
+        o.frame_entry_off = 256;  // read from the frame window
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
+        o.frame_entry_off = 200;
+        EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+        EXPECT_EQ(o.frame_read_len, 208);
+        o.frame_kind = PBP_FRAME_INTERP;  // no cframe to check
         EXPECT_FALSE(finalize_bpf_offsets(o, err));
     }
     {
@@ -547,6 +584,8 @@ TEST(LayoutDebugOffsets, Decodes313) {
     EXPECT_EQ(o.tstate_thread_id, 152);
     EXPECT_EQ(o.tstate_frame, 72);
     EXPECT_EQ(o.cframe_current_frame, PBP_OFF_NONE);
+    EXPECT_EQ(o.cframe_previous, PBP_OFF_NONE);
+    EXPECT_EQ(o.frame_entry_off, PBP_OFF_NONE);
     EXPECT_EQ(o.frame_previous, 8);
     EXPECT_EQ(o.frame_code, 0);
     EXPECT_EQ(o.frame_instr, 56);

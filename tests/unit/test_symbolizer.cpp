@@ -176,7 +176,7 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
     EXPECT_EQ(L.rep.code["method"].filename, script_path());
 
     Symbolizer sym;
-    sym.add_process(L.child.pid(), L.target.layout);
+    sym.add_process(L.child.pid(), L.target.layout, L.target.code_type_addr);
     EXPECT_EQ(sym.cached_code_objects(), 0u);
 
     // A six-deep stack, leaf first as BPF records it.
@@ -248,7 +248,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     SCOPED_TRACE(in.name);
     Symbolizer sym;
     pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout);
+    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
 
     pbp_frame good = L.frame("method");
     std::map<std::string, uint64_t> problems;
@@ -300,7 +300,7 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
     SCOPED_TRACE(in.name);
     Symbolizer sym;
     pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout);
+    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
 
     ASSERT_TRUE(L.rep.code.count("victim"));
     pbp_frame old = L.frame("victim");
@@ -365,7 +365,7 @@ TEST_P(SymbolizerLive, DeadProcess) {
     SCOPED_TRACE(in.name);
     Symbolizer sym;
     pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout);
+    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
 
     pbp_frame cached = L.frame("method");
     pbp_frame uncached = L.frame("modfunc");
@@ -412,6 +412,34 @@ TEST(SymbolizerCoverage, HostAndPyenv312And313Present) {
     PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
     PBP_REQUIRE(have.count("pyenv-3.12"), "no pyenv CPython 3.12");
     PBP_REQUIRE(have.count("pyenv-3.13"), "no pyenv CPython 3.13");
+}
+
+// A freed code object keeps the checksum's fields (free writes only the first words), so the
+// header decides: glibc's free overwrites ob_type, pymalloc's puts a pointer into its own
+// pool (or NULL) in ob_refcnt. Immortal counts (3.12: 2^30-1; 3.14: 3<<30, plus the static
+// flag at bit 50) are live; free-threaded builds keep ob_tid there and are not judged by it.
+TEST(SymbolizerOffline, FreedHeadersAreNotAlive) {
+    auto L = pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030B02F0), false);
+    ASSERT_TRUE(L);
+    const uint64_t type = 0x7f00'0012'3400, addr = 0x5555'0000'1000;
+    auto alive = [&](const pbp::cpython::Layout& lay, uint64_t code_type, int64_t rc, uint64_t ob_type) {
+        uint8_t w[PBP_WINDOW] = {};
+        memcpy(w, &rc, 8);
+        memcpy(w + lay.bpf.code_ob_type, &ob_type, 8);
+        return Symbolizer::looks_alive(lay, code_type, addr, w, lay.bpf.code_read_len);
+    };
+    EXPECT_TRUE(alive(*L, type, 1, type));
+    EXPECT_TRUE(alive(*L, type, 0x3fffffff, type));
+    EXPECT_TRUE(alive(*L, type, (int64_t{4} << 48) | (int64_t{3} << 30), type));
+    EXPECT_TRUE(alive(*L, 0, 5, 0x1234));                   // type unknown: not checked
+    EXPECT_FALSE(alive(*L, type, 1, 0x5555'0000'2000));     // glibc: a list link in ob_type
+    EXPECT_FALSE(alive(*L, type, 0, type));                 // pymalloc: last free block
+    EXPECT_FALSE(alive(*L, type, -3, type));
+    EXPECT_FALSE(alive(*L, type, static_cast<int64_t>(addr + 0x200), type));  // next free block
+    EXPECT_FALSE(alive(*L, type, static_cast<int64_t>(addr - 0x3000), type));
+    auto ft = *L;
+    ft.free_threaded = true;
+    EXPECT_TRUE(alive(ft, type, 0, type));
 }
 
 TEST(SymbolizerOffline, UnknownProcess) {

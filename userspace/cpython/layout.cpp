@@ -117,6 +117,23 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
         error = "cframe_current_frame is required for PBP_FRAME_INTERP_CFRAME";
         return false;
     }
+    if (off.frame_kind == PBP_FRAME_INTERP_CFRAME &&
+        (off.cframe_current_frame % 8 || off.cframe_current_frame + 8 > PBP_CFRAME_WINDOW)) {
+        error = "cframe_current_frame " + num(off.cframe_current_frame) + " is not an aligned u64 within " +
+                num(PBP_CFRAME_WINDOW) + " bytes";
+        return false;
+    }
+    if (off.frame_entry_off != PBP_OFF_NONE) {  // the eval loop entry check (3.11/3.12)
+        if (off.frame_kind != PBP_FRAME_INTERP_CFRAME) {
+            error = "frame_entry_off is only for PBP_FRAME_INTERP_CFRAME";
+            return false;
+        }
+        if (off.cframe_previous % 8 || off.cframe_previous + 8 > PBP_CFRAME_WINDOW) {
+            error = "cframe_previous " + num(off.cframe_previous) + " is not an aligned u64 within " +
+                    num(PBP_CFRAME_WINDOW) + " bytes";
+            return false;
+        }
+    }
     if (off.instr_kind == PBP_INSTR_PTR && off.code_adaptive == PBP_OFF_NONE) {
         error = "code_adaptive is required for PBP_INSTR_PTR";
         return false;
@@ -136,6 +153,7 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
         {"frame_instr", off.frame_instr, off.instr_kind == PBP_INSTR_PTR ? 8u : 4u},
         {"frame_owner", off.frame_owner, 1},
         {"frame_tlbc_index", off.frame_tlbc_index, 4},
+        {"frame_entry_off", off.frame_entry_off, 1},
     };
     if (!check_window("frame", frame, std::size(frame), off.frame_read_len, error)) return false;
 

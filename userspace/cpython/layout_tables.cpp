@@ -175,6 +175,25 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
         o.csum_str_mask = 1u << 0;
     }
     o.skip_owner_mask = t->skip_owner_mask;
+    // The eval loop's entry (see pbp_py_offsets.cframe_previous in abi.h). 3.11:
+    // cpython/pystate.h _PyCFrame {uint8_t use_tracing, current_frame @8, previous @16};
+    // the frame a _PyEval_EvalFrameDefault call was entered with has bool is_entry @68 set
+    // (internal/pycore_frame.h). 3.12: _PyCFrame {current_frame @0, previous @8}; each call
+    // links its frame to an entry_frame on the C stack with char owner @70 =
+    // FRAME_OWNED_BY_CSTACK (3), no other frame has that owner (Python/ceval.c).
+    if (v.minor == 11) {
+        o.cframe_previous = 16;
+        o.frame_entry_off = 68;
+        o.frame_entry_val = 1;
+    } else if (v.minor == 12) {
+        o.cframe_previous = 8;
+        o.frame_entry_off = 70;
+        o.frame_entry_val = 3;
+    } else {
+        o.cframe_previous = NONE;
+        o.frame_entry_off = NONE;
+        o.frame_entry_val = 0;
+    }
     // 3.12: struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
     // bound_gilstate:1, active:1, ..} _status @24}: active is bit 4.
     if (v.minor == 12) {

@@ -1,7 +1,9 @@
 // Collapsed ("folded") stacks: flamegraph.pl's input format, also read by speedscope,
 // inferno, Pyroscope and others. One line per distinct stack, outermost frame first:
 //   process;thread;frame;...;leaf COUNT
-// process = display_name(), thread = "<name> (tid N)", frame = "qualname (file:line)".
+// (with --group-by pod, "pod <namespace>/<name>;" comes first for processes in a pod, so
+// flame graphs have one root per pod)
+// process = display_name() plus its container, if any, thread = "<name> (tid N)", frame = "qualname (file:line)".
 // Lines are sorted (bytewise) so equal profiles give identical files.
 #include <map>
 #include <string>
@@ -54,7 +56,9 @@ void CollapsedExporter::write(const Profile& prof, std::ostream& out) const {
 
     std::map<std::string, uint64_t> lines;
     for (const auto& [pid, p] : prof.processes) {
-        const std::string proc = sanitize(p.display_name());
+        std::string where = p.where();
+        std::string proc = sanitize(p.display_name() + (where.empty() ? "" : " [" + where + "]"));
+        if (prof.run.group_by == "pod" && !p.pod_name().empty()) proc = sanitize("pod " + p.pod_name()) + ";" + proc;
         for (const auto& [tid, t] : p.threads) {
             if (t.samples.empty()) continue;
             std::unordered_map<uint32_t, uint64_t> per_stack;

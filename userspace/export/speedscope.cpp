@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -79,15 +81,8 @@ uint64_t effective_period_ns(const RunInfo& run) {
 }
 
 std::string labels_suffix(const ProcessProfile& p) {
-    if (p.labels.empty()) return "";
-    std::string s = " [";
-    bool first = true;
-    for (const auto& [k, v] : p.labels) {
-        if (!first) s += ", ";
-        first = false;
-        s += k + "=" + v;
-    }
-    return s + "]";
+    std::string where = p.where();
+    return where.empty() ? "" : " [" + where + "]";
 }
 
 std::string thread_profile_name(const ProcessProfile& p, const ThreadProfile& t) {
@@ -140,6 +135,8 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
             {"target", run.target},
             {"version", run.version},
             {"kernel", run.kernel},
+            {"max_depth", run.max_depth},
+            {"bpf_loop", run.bpf_loop},
             {"total_samples", prof.total_samples()},
             {"lost", run.lost},
         };
@@ -168,19 +165,46 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
         if (index) out << ",";
         out << "\n";
     };
+    // One sampled profile per thread; with --group-by pod, one per pod (all its processes'
+    // threads, in time order) and one per thread of the processes in no pod.
+    struct Group {
+        std::string name;
+        std::vector<const ThreadProfile*> threads;
+    };
+    std::vector<Group> groups;
+    std::map<std::string, size_t> pod_group;
+    std::map<std::string, std::set<uint32_t>> pod_pids;
     for (const auto& [pid, p] : prof.processes) {
+        const std::string pod = run.group_by == "pod" ? p.pod_name() : "";
         for (const auto& [tid, t] : p.threads) {
             if (t.samples.empty()) continue;
+            if (pod.empty()) {
+                groups.push_back({thread_profile_name(p, t), {&t}});
+                continue;
+            }
+            auto [it, fresh] = pod_group.emplace(pod, groups.size());
+            if (fresh) groups.push_back({"pod " + pod, {}});
+            groups[it->second].threads.push_back(&t);
+            pod_pids[pod].insert(pid);
+        }
+    }
+    for (const auto& [pod, gi] : pod_group) {
+        size_t np = pod_pids[pod].size(), nt = groups[gi].threads.size();
+        groups[gi].name += " (" + std::to_string(np) + " process" + (np == 1 ? "" : "es") + ", " +
+                           std::to_string(nt) + " thread" + (nt == 1 ? "" : "s") + ")";
+    }
+    for (const auto& g : groups) {
+        {
             // Samples are documented to be in time order; be robust if they are not.
             std::vector<const Sample*> order;
-            order.reserve(t.samples.size());
-            for (const auto& s : t.samples) order.push_back(&s);
+            for (const ThreadProfile* t : g.threads)
+                for (const auto& s : t->samples) order.push_back(&s);
             std::stable_sort(order.begin(), order.end(),
                              [](const Sample* a, const Sample* b) { return a->ts_ns < b->ts_ns; });
             const int64_t first = rel(order.front()->ts_ns);
             const int64_t last = rel(order.back()->ts_ns);
             sep();
-            out << "{\"type\":\"sampled\",\"name\":" << jstr(thread_profile_name(p, t))
+            out << "{\"type\":\"sampled\",\"name\":" << jstr(g.name)
                 << ",\"unit\":\"seconds\",\"startValue\":" << seconds(first)
                 << ",\"endValue\":" << seconds(last + static_cast<int64_t>(period))
                 << ",\n\"samples\":[";

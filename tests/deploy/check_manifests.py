@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Validates deploy/pybpfprof-agent.yaml.
+
+1. Schema: every object is checked against the Kubernetes API schema as compiled into the
+   official Python client's models (Debian's python3-kubernetes): unknown fields, wrong
+   types and missing required fields are errors.
+2. What the agent needs: hostPID, the capabilities measured by the integration tests
+   (BPF, PERFMON, SYS_PTRACE, SYS_ADMIN), seccomp unconfined, the host cgroup2 hierarchy,
+   kubelet's directories, a namespace labelled privileged.
+3. The guide (docs/profile-a-pod.md) uses the manifest's namespace, labels and file name.
+
+Usage: check_manifests.py REPO_DIR [--self-test]
+--self-test also checks that broken manifests are rejected (so the check can fail).
+"""
+import copy
+import re
+import sys
+
+import yaml
+from kubernetes import client
+
+KINDS = {
+    ("v1", "Namespace"): "V1Namespace",
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
+    ("apps/v1", "DaemonSet"): "V1DaemonSet",
+}
+NEEDED_CAPS = {"BPF", "PERFMON", "SYS_PTRACE", "SYS_ADMIN"}
+NEEDED_HOST_PATHS = {"/sys/fs/cgroup", "/var/log/pods", "/var/log/containers", "/var/lib/kubelet/pods"}
+
+
+def model(name):
+    return getattr(client.models, name)
+
+
+def check_value(val, typ, path, errors):
+    if val is None:
+        return
+    if typ.startswith("list["):
+        if not isinstance(val, list):
+            errors.append(f"{path}: want a list, got {type(val).__name__}")
+            return
+        for i, v in enumerate(val):
+            check_value(v, typ[5:-1], f"{path}[{i}]", errors)
+    elif typ.startswith("dict("):
+        if not isinstance(val, dict):
+            errors.append(f"{path}: want a map, got {type(val).__name__}")
+            return
+        inner = typ[typ.index(",") + 1:-1].strip()
+        for k, v in val.items():
+            check_value(v, inner, f"{path}.{k}", errors)
+    elif typ == "str" or typ == "datetime":
+        if not isinstance(val, str):
+            errors.append(f"{path}: want a string, got {val!r}")
+    elif typ == "int":
+        if not isinstance(val, int) or isinstance(val, bool):
+            errors.append(f"{path}: want an integer, got {val!r}")
+    elif typ == "bool":
+        if not isinstance(val, bool):
+            errors.append(f"{path}: want true/false, got {val!r}")
+    elif typ == "object":
+        pass  # IntOrString, Quantity, RawExtension
+    else:
+        check_model(val, typ, path, errors)
+
+
+def check_model(obj, name, path, errors):
+    if not isinstance(obj, dict):
+        errors.append(f"{path}: want an object ({name}), got {obj!r}")
+        return
+    cls = model(name)
+    by_json = {v: k for k, v in cls.attribute_map.items()}
+    for key, val in obj.items():
+        if key not in by_json:
+            errors.append(f"{path}.{key}: unknown field of {name}")
+            continue
+        check_value(val, cls.openapi_types[by_json[key]], f"{path}.{key}", errors)
+
+
+def schema_errors(docs):
+    errors = []
+    api = client.ApiClient()
+    for i, d in enumerate(docs):
+        key = (d.get("apiVersion"), d.get("kind"))
+        if key not in KINDS:
+            errors.append(f"document {i}: unexpected {key}")
+            continue
+        where = f"{d['kind']}/{d.get('metadata', {}).get('name', '?')}"
+        check_model(d, KINDS[key], where, errors)
+        try:  # required fields: the models refuse None for them
+            api._ApiClient__deserialize(d, KINDS[key])
+        except (ValueError, TypeError) as e:
+            errors.append(f"{where}: {e}")
+    return errors
+
+
+def agent_errors(docs, guide):
+    errors = []
+    by_kind = {d["kind"]: d for d in docs}
+    ns = by_kind.get("Namespace")
+    ds = by_kind.get("DaemonSet")
+    if not ns or not ds:
+        return ["the manifest must hold a Namespace and a DaemonSet"]
+    nsname = ns["metadata"]["name"]
+    if ns["metadata"].get("labels", {}).get("pod-security.kubernetes.io/enforce") != "privileged":
+        errors.append("the agent's namespace must be labelled pod-security.kubernetes.io/enforce: privileged")
+    if ds["metadata"].get("namespace") != nsname:
+        errors.append(f"the DaemonSet must be in namespace {nsname}")
+    spec = ds["spec"]["template"]["spec"]
+    if spec.get("hostPID") is not True:
+        errors.append("the DaemonSet needs hostPID: true")
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    if ds["spec"]["selector"].get("matchLabels") != labels:
+        errors.append("selector.matchLabels must equal the pod template's labels")
+    c = spec["containers"][0]
+    sc = c.get("securityContext", {})
+    caps = set(sc.get("capabilities", {}).get("add", []))
+    if not sc.get("privileged") and not NEEDED_CAPS <= caps:
+        errors.append(f"capabilities.add lacks {sorted(NEEDED_CAPS - caps)} (or use privileged: true)")
+    if sc.get("seccompProfile", {}).get("type") != "Unconfined" and not sc.get("privileged"):
+        errors.append("the default seccomp profile blocks bpf(): seccompProfile.type must be Unconfined")
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    host_paths = set()
+    for m in c.get("volumeMounts", []):
+        v = volumes.get(m["name"])
+        if v is None:
+            errors.append(f"volumeMount {m['name']} has no volume")
+        elif "hostPath" in v:
+            host_paths.add(v["hostPath"]["path"])
+    for p in sorted(NEEDED_HOST_PATHS - host_paths):
+        errors.append(f"host path {p} is not mounted into the agent")
+    # The guide's commands must match the manifest.
+    for want, what in [
+        ("kubectl apply -f deploy/pybpfprof-agent.yaml", "how to install the manifest"),
+        (f"-n {nsname}", f"the agent namespace {nsname}"),
+        (",".join(f"{k}={v}" for k, v in labels.items()), "the agent's pod label selector"),
+        ("pybpfprof --cgroup", "the --cgroup command"),
+        ("kubectl cp", "kubectl cp"),
+        (c["image"].split("/")[-1], "the image tag"),
+    ]:
+        if want not in guide:
+            errors.append(f"docs/profile-a-pod.md does not show {what} ({want!r})")
+    return errors
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    repo = sys.argv[1]
+    path = f"{repo}/deploy/pybpfprof-agent.yaml"
+    with open(path) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    with open(f"{repo}/docs/profile-a-pod.md") as f:
+        guide = f.read()
+    errors = schema_errors(docs) + agent_errors(docs, guide)
+    for e in errors:
+        print(f"FAIL {path}: {e}")
+    if "--self-test" in sys.argv:
+        def broken(mutate):
+            d = copy.deepcopy(docs)
+            mutate({x["kind"]: x for x in d})
+            return schema_errors(d) + agent_errors(d, guide)
+        cases = {
+            "unknown field": lambda k: k["DaemonSet"]["spec"]["template"]["spec"].update(hostPid=True),
+            "wrong type": lambda k: k["DaemonSet"]["spec"]["template"]["spec"].update(hostPID="yes"),
+            "missing required": lambda k: k["DaemonSet"]["spec"]["template"]["spec"]["containers"][0].pop("name"),
+            "no SYS_PTRACE": lambda k: k["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+            ["capabilities"]["add"].remove("SYS_PTRACE"),
+            "no cgroup mount": lambda k: k["DaemonSet"]["spec"]["template"]["spec"]["volumes"][0]["hostPath"]
+            .update(path="/sys/fs/cgroupx"),
+        }
+        for name, mutate in cases.items():
+            if not broken(mutate):
+                errors.append(f"self-test: a manifest with {name} was accepted")
+                print(f"FAIL self-test: a manifest with {name} was accepted")
+    if not errors:
+        print(f"ok {path}: {len(docs)} objects valid against the Kubernetes {client.__name__} models, agent requirements met")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
