@@ -112,9 +112,21 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
     return f;
 }
 
+namespace {
+const char* const kNeedsPtrace =
+    "profiling another user's process needs CAP_SYS_PTRACE (run as root, or add SYS_PTRACE to the agent's "
+    "capabilities)";
+}  // namespace
+
 DiscoveryResult Discoverer::discover(pid_t pid) {
     DiscoveryResult r;
+    errno = 0;
     auto maps = procfs::read_maps(pid);
+    if (!maps && (errno == EACCES || errno == EPERM)) {  // older kernels check ptrace access at open
+        r.status = Discovery::Unsupported;
+        r.reason = std::string("cannot read its memory maps (") + strerror(errno) + "); " + kNeedsPtrace;
+        return r;
+    }
     if (!maps) {
         r.status = procfs::exists(pid) ? Discovery::NotPython : Discovery::Gone;
         r.reason = r.status == Discovery::Gone ? "no such process" : "kernel thread or no memory maps";
@@ -251,9 +263,7 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         closedir(d);
     } else if (errno == EACCES || errno == EPERM) {
         r.status = Discovery::Unsupported;
-        r.reason = "cannot read its files (" + root + ": " + strerror(errno) +
-                   "); profiling another user's process needs CAP_SYS_PTRACE (run as root, or add SYS_PTRACE "
-                   "to the agent's capabilities)";
+        r.reason = "cannot read its files (" + root + ": " + strerror(errno) + "); " + kNeedsPtrace;
     }
     return r;
 }
