@@ -69,8 +69,7 @@ uint32_t Aggregator::synthetic_stack(const std::string& name) {
 bool Aggregator::resolve(pid_t pid, uint64_t stack_id, BaseStack& b) {
     if (!lookup_(stack_id, *buf_)) return false;
     std::map<std::string, uint64_t> problems;
-    b.frames.clear();
-    for (auto& f : symbolizer_.symbolize(pid, *buf_, problems)) b.frames.push_back(profile_.frames.intern(f));
+    b.frames = symbolizer_.symbolize_into(pid, *buf_, profile_.frames, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
     return true;
 }

@@ -114,34 +114,75 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     return &ins->second;
 }
 
+std::optional<Frame> Symbolizer::frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,
+                                       CodeInfo*& ci) {
+    Frame fr;
+    std::string problem;
+    ci = p ? code_info(*p, f.code, f.csum, problem) : nullptr;
+    if (!p) problem = "process no longer tracked";
+    if (ci && ci->shim) return std::nullopt;
+    if (!ci) {
+        fr.name = "[unknown: " + problem + "]";
+        fr.synthetic = true;
+        problems[problem]++;
+        return fr;
+    }
+    fr.name = ci->name;
+    fr.file = ci->file;
+    auto& cache = ci->lines;
+    auto li = cache.find(f.instr);
+    if (li == cache.end())
+        li = cache.emplace(f.instr, cpython::line_for_instr(p->layout.line_format, ci->linetable, ci->firstlineno,
+                                                            f.instr))
+                 .first;
+    fr.line = li->second;
+    return fr;
+}
+
 std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::map<std::string, uint64_t>& problems) {
     std::vector<Frame> out;
     auto pit = procs_.find(pid);
+    Proc* p = pit == procs_.end() ? nullptr : &pit->second;
+    uint32_t depth = std::min<uint32_t>(st.depth, PBP_MAX_DEPTH);
+    out.reserve(depth);
+    for (uint32_t i = depth; i-- > 0;) {
+        CodeInfo* ci = nullptr;
+        if (auto fr = frame(p, st.frames[i], problems, ci)) out.push_back(std::move(*fr));
+    }
+    return out;
+}
+
+std::vector<uint32_t> Symbolizer::symbolize_into(pid_t pid, const pbp_stack& st, FrameTable& table,
+                                                 std::map<std::string, uint64_t>& problems) {
+    if (ids_table_ != &table) {  // another table: indices into the old one mean nothing
+        for (auto& [_, p] : procs_)
+            for (auto& [_, ci] : p.code) ci.frame_ids.clear();
+        ids_table_ = &table;
+    }
+    std::vector<uint32_t> out;
+    auto pit = procs_.find(pid);
+    Proc* p = pit == procs_.end() ? nullptr : &pit->second;
     uint32_t depth = std::min<uint32_t>(st.depth, PBP_MAX_DEPTH);
     out.reserve(depth);
     for (uint32_t i = depth; i-- > 0;) {
         const pbp_frame& f = st.frames[i];
-        Frame fr;
-        std::string problem;
-        CodeInfo* ci = pit == procs_.end() ? nullptr : code_info(pit->second, f.code, f.csum, problem);
-        if (pit == procs_.end()) problem = "process no longer tracked";
-        if (ci && ci->shim) continue;
-        if (!ci) {
-            fr.name = "[unknown: " + problem + "]";
-            fr.synthetic = true;
-            problems[problem]++;
-        } else {
-            fr.name = ci->name;
-            fr.file = ci->file;
-            auto& cache = ci->lines;
-            auto li = cache.find(f.instr);
-            if (li == cache.end())
-                li = cache.emplace(f.instr, cpython::line_for_instr(pit->second.layout.line_format, ci->linetable,
-                                                                    ci->firstlineno, f.instr))
-                         .first;
-            fr.line = li->second;
+        if (p) {  // a known (code object, checksum, instruction): its frame index
+            auto it = p->code.find(f.code);
+            if (it != p->code.end() && it->second.csum == f.csum) {
+                if (it->second.shim) continue;
+                auto fi = it->second.frame_ids.find(f.instr);
+                if (fi != it->second.frame_ids.end()) {
+                    out.push_back(fi->second);
+                    continue;
+                }
+            }
         }
-        out.push_back(std::move(fr));
+        CodeInfo* ci = nullptr;
+        auto fr = frame(p, f, problems, ci);
+        if (!fr) continue;
+        uint32_t idx = table.intern(*fr);
+        if (ci) ci->frame_ids.emplace(f.instr, idx);
+        out.push_back(idx);
     }
     return out;
 }

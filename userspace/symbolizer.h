@@ -29,6 +29,11 @@ public:
     // Frames of one BPF stack, ROOT FIRST (BPF records leaf first). Frames that cannot be
     // resolved become synthetic frames; each such problem is counted in 'problems'.
     std::vector<Frame> symbolize(pid_t pid, const pbp_stack& stack, std::map<std::string, uint64_t>& problems);
+    // The same frames interned into 'table', as indices, root first. A resolved frame is
+    // remembered per (code object, instruction), so a new stack made of frames seen before
+    // costs no string work (the agent's steady state: new stacks, known frames).
+    std::vector<uint32_t> symbolize_into(pid_t pid, const pbp_stack& stack, FrameTable& table,
+                                         std::map<std::string, uint64_t>& problems);
 
     // Checksum of a code object as BPF computes it, from a window read at its address (and,
     // for the str slots of csum_str_mask, the str hashes read through mem).
@@ -56,6 +61,7 @@ private:
         int firstlineno = 0;
         bool shim = false;  // 3.13+ _Py_InitCleanup: not a Python frame, left out of stacks
         std::unordered_map<uint32_t, int> lines;  // instr -> line
+        std::unordered_map<uint32_t, uint32_t> frame_ids;  // instr -> index in ids_table_
     };
     struct Proc {
         cpython::Layout layout;
@@ -64,9 +70,13 @@ private:
         std::unordered_map<uint64_t, CodeInfo> code;  // by address
     };
     CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
+    // Resolves one BPF frame; nullopt for a shim frame (left out). 'ci' is set when resolved.
+    std::optional<Frame> frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,
+                               CodeInfo*& ci);
 
 
     std::unordered_map<pid_t, Proc> procs_;
+    const FrameTable* ids_table_ = nullptr;  // the table CodeInfo::frame_ids index into
 };
 
 }  // namespace pbp
