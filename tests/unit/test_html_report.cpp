@@ -19,6 +19,7 @@
 #include "export/exporter.h"
 #include "export/html_report.h"
 #include "profile.h"
+#include "synthetic_profile.h"
 #include "resource_sampler.h"
 #include "test_support.h"
 
@@ -355,69 +356,7 @@ TEST(HtmlReport, EmptyAndIdleRuns) {
 // threads (10% and 3%), all running one application: ~400 functions in 40 files, a pool
 // of ~6000 distinct stacks (depth 6-40, leaf lines and call-site lines vary) drawn with a
 // Zipf-like weight that shifts every 5 minutes (phases), plus 1 Hz CPU/RSS readings.
-Profile large_profile(int procs, double seconds) {
-    Builder b(static_cast<uint64_t>(seconds * 1e9));
-    b.p.run.target = "all-python";
-    std::mt19937_64 rng(42);
-    const int nfn = 400, nfiles = 40;
-    std::vector<std::string> fn_name(nfn), fn_file(nfn);
-    std::vector<int> fn_line(nfn);
-    for (int i = 0; i < nfn; i++) {
-        fn_name[i] = "Module" + std::to_string(i % 37) + ".function_" + std::to_string(i);
-        fn_file[i] = "/srv/app/pkg" + std::to_string(i % nfiles) + "/module_" + std::to_string(i % 37) + ".py";
-        fn_line[i] = 10 + (i * 7) % 500;
-    }
-    uint32_t mod = b.frame("<module>", "/srv/app/main.py", 1);
-    std::vector<uint32_t> pool;
-    for (int s = 0; s < 6000; s++) {
-        std::vector<uint32_t> st{mod};
-        int depth = 6 + static_cast<int>(rng() % 35);
-        int f = static_cast<int>(rng() % 20);  // a few entry points
-        for (int d = 1; d < depth; d++) {
-            int line = fn_line[f] + static_cast<int>(rng() % (d + 1 == depth ? 6 : 2));
-            st.push_back(b.frame(fn_name[f], fn_file[f], line));
-            f = (f * 31 + 7 + static_cast<int>(rng() % 13)) % nfn;
-        }
-        pool.push_back(b.p.stacks.intern(st));
-    }
-    // Phase p: weight of pool[i] ~ 1 / (1 + rank)^1.1, ranks rotated per phase.
-    const int phases = std::max(1, static_cast<int>(seconds / 300));
-    std::vector<std::vector<double>> cdf(phases);
-    for (int ph = 0; ph < phases; ph++) {
-        double acc = 0;
-        for (size_t i = 0; i < pool.size(); i++) {
-            size_t rank = (i + ph * 997) % pool.size();
-            acc += 1.0 / std::pow(1.0 + rank, 1.1);
-            cdf[ph].push_back(acc);
-        }
-    }
-    std::uniform_real_distribution<double> u(0, 1);
-    const uint64_t n_ticks = static_cast<uint64_t>(seconds * 99);
-    for (int pi = 0; pi < procs; pi++) {
-        uint32_t pid = 10000 + pi;
-        auto& pr = b.process(pid, "python3 -m worker --shard " + std::to_string(pi));
-        for (int ti = 0; ti < 3; ti++) {
-            auto& t = b.thread(pid, pid + ti, ti == 0 ? "MainThread" : "helper-" + std::to_string(ti));
-            double busy = ti == 0 ? 0.9 : ti == 1 ? 0.1 : 0.03;
-            t.samples.reserve(static_cast<size_t>(n_ticks * busy * 1.05));
-            for (uint64_t k = 0; k < n_ticks; k++) {
-                if (u(rng) >= busy) continue;
-                uint64_t ts = kStart + k * kPeriod;
-                int ph = std::min(phases - 1, static_cast<int>((k / 99) / 300));
-                const auto& c = cdf[ph];
-                double x = u(rng) * c.back();
-                size_t i = std::lower_bound(c.begin(), c.end(), x) - c.begin();
-                t.samples.push_back({ts, pool[std::min(i, pool.size() - 1)], 0});
-            }
-        }
-        pr.first_sample_ns = kStart;
-        pr.last_sample_ns = kStart + n_ticks * kPeriod;
-        for (int s = 0; s <= static_cast<int>(seconds); s++)
-            pr.resources.push_back({kStart + s * 1'000'000'000ULL, s ? 90.0 + (s * pi) % 30 : -1.0,
-                                    (200ULL + (s / 60) + pi) << 20});
-    }
-    return b.p;
-}
+Profile large_profile(int procs, double seconds) { return test::synthetic_profile(procs, seconds, 99, kStart); }
 
 TEST(HtmlReport, HourLongHundredProcessRunStaysUnder20MB) {
     auto t0 = std::chrono::steady_clock::now();
