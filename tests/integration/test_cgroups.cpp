@@ -280,7 +280,19 @@ TEST_F(Cgroups, AgentInAPrivateCgroupNamespace) {
 // of another user from a private cgroup namespace; without SYS_PTRACE the error says so.
 TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
     std::vector<std::string> nobody{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+    // The workload where nobody can read it: the source tree may be under /root (0700), the
+    // test's temporary directory is 0700 too.
+    const std::string open_dir = "/tmp/pbp-nobody-" + std::to_string(getpid());
+    fs::create_directories(open_dir);
+    fs::permissions(open_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+    fs::copy_file(workload("cpu_split.py"), open_dir + "/cpu_split.py", fs::copy_options::overwrite_existing);
+    struct Cleanup {
+        std::string d;
+        ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); }
+    } cleanup{open_dir};
     auto b = busy(15);
+    b[1] = open_dir + "/cpu_split.py";
     nobody.insert(nobody.end(), b.begin(), b.end());
     pid_t target = start_in(base + "/app", nobody);
     std::string agent = base + "/agent";
@@ -306,7 +318,8 @@ TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
 
 // A Python in new PID and mount namespaces, chrooted into a debootstrap rootfs with its
 // own interpreter: profiled by its host PID, with names and lines from inside the rootfs
-// and its namespace PID and TID shown.
+// and its namespace PID and TID shown. (--propagation unchanged: nothing is mounted inside,
+// and making / private fails where / is no mount point, e.g. in a chroot.)
 TEST(Namespaces, PidAndMountNamespaceInARootfs) {
     PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
     std::string root = chroot_dir("bullseye");
@@ -315,7 +328,7 @@ TEST(Namespaces, PidAndMountNamespaceInARootfs) {
     fs::copy_file(workload("cpu_split.py"), root + "/tmp/" + name, fs::copy_options::overwrite_existing);
     std::string dir = temp_dir();
     std::string out = dir + "/ns.json";
-    auto r = run({pybpfprof_bin(), "-o", out, "-r", "199", "--no-summary", "--", "unshare", "--pid", "--mount", "--fork",
+    auto r = run({pybpfprof_bin(), "-o", out, "-r", "199", "--no-summary", "--", "unshare", "--pid", "--mount", "--propagation", "unchanged", "--fork",
                   "chroot", root, "python3.9", "/tmp/" + name, "3"},
                  120);
     fs::remove(root + "/tmp/" + name);
