@@ -95,14 +95,21 @@ protected:
     // on 3.12, a code object named and filed "__init__" for 3.13+'s init shim), a real frame
     // with an empty file. Unresolved frames ("[unknown: ...]", or a file that could not be
     // read, "<unknown>": the target may exit mid-read) must be rarer than max_unknown.
-    void expect_clean_frames(const RProfile& p, double max_unknown = 0.01) {
-        size_t unknown = 0, total = 0;
+    // Frames of code objects freed before the agent could read them (module bodies run at
+    // import and freed within ~0.1 ms of their sample, e.g. asyncio's ~100 modules: 1.0-1.6 %
+    // of a 1 s run) have their own budget, max_freed: they are marked, never mislabelled.
+    void expect_clean_frames(const RProfile& p, double max_unknown = 0.01, double max_freed = 0.03) {
+        size_t unknown = 0, freed = 0, total = 0;
         std::set<std::string> bad;
         for (auto& t : p.threads)
             for (auto& s : t.samples) {
                 total++;
-                bool unk = false;
+                bool unk = false, fr = false;
                 for (auto& f : s) {
+                    if (f.name == "[unknown: code object freed before symbolization]") {
+                        fr = true;
+                        continue;
+                    }
                     if (f.name.rfind("[unknown", 0) == 0 || f.name.rfind("[partial", 0) == 0 ||
                         (!synthetic(f) && f.file == "<unknown>"))
                         unk = true;
@@ -114,11 +121,15 @@ protected:
                         bad.insert("frame without a file: " + f.name + " in " + show(s));
                 }
                 unknown += unk;
+                freed += fr && !unk;
             }
         EXPECT_TRUE(bad.empty()) << bad.size() << " garbage stacks, e.g.\n  " << *bad.begin()
                                  << (bad.size() > 1 ? "\n  " + *std::next(bad.begin()) : "");
         EXPECT_LE(unknown, max_unknown * total) << unknown << " of " << total << " samples have unresolved frames\n"
                                                 << last_err;
+        EXPECT_LE(freed, max_freed * total) << freed << " of " << total
+                                            << " samples have frames of code objects freed before symbolization\n"
+                                            << last_err;
     }
     std::string dir, last_out, last_err;
 };
