@@ -683,14 +683,17 @@ static __always_inline int sample(void *ctx, int use_loop)
 	s->chk.stale = 0;
 	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
 		/* tstate->cframe: current_frame and previous in one read */
-		if (bpf_probe_read_user(s->cwin, PBP_CFRAME_WINDOW, (const void *)frame))
+		__u64 cf = frame;
+		if (bpf_probe_read_user(s->cwin, PBP_CFRAME_WINDOW, (const void *)cf))
 			return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_READ_FRAME, 0);
 		frame = win_u64(s->cwin, off->cframe_current_frame);
 		if (off->frame_entry_off != PBP_OFF_NONE) {
 			__u64 pcf = win_u64(s->cwin, off->cframe_previous);
-			/* Settled, a cframe has a frame exactly when it has a previous cframe (the
-			 * thread's root cframe has neither), and that one is readable. */
-			if (!frame != !pcf ||
+			int root = cf == ts + off->tstate_root_cframe;
+			/* Settled, the thread's root cframe has neither a frame nor a previous
+			 * cframe, any other has both, and its previous one is readable. (Unsettled,
+			 * both may read NULL: not a thread without Python frames.) */
+			if ((!frame) != root || (!pcf) != root ||
 			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
 							(const void *)(pcf + off->cframe_current_frame))))
 				return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);

@@ -114,7 +114,11 @@ struct pbp_py_offsets {
 	__u16 cframe_previous;    /* _PyCFrame.previous */
 	__u16 frame_entry_off;    /* the byte marking an entry frame: is_entry (3.11), owner (3.12) */
 	__u8 frame_entry_val;     /* its value in an entry frame: 1 (true), 3 (FRAME_OWNED_BY_CSTACK) */
-	__u8 _pad0[3];
+	__u8 _pad0;
+	/* PyThreadState.root_cframe: the one cframe that settled has neither a frame nor a
+	 * previous cframe. Any other (a _PyEval_EvalFrameDefault call's, on the C stack) has
+	 * both; in the window above both may still read NULL, which is not "no Python frame". */
+	__u16 tstate_root_cframe;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24

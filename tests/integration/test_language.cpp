@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "cpython/layout.h"
 #include "gen_resume_check.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
@@ -189,6 +190,43 @@ TEST_P(Language, GeneratorsResumedFromCKeepTheirChain) {
     EXPECT_GT(r.gens, 150u) << last_err;
     EXPECT_EQ(r.wrong, 0u) << "stacks that are not <module> <- main <- resume_all [<- gen]:" << r.bad_stacks();
     EXPECT_LE(r.marked, r.total / 50) << "too many samples marked";
+}
+
+// 1c. 3.11/3.12: in the unsettled window of 1b, the new cframe's current_frame and previous
+//     may both read NULL (what an earlier call left at that C stack address). That is a
+//     thread in an eval loop call, not one without Python frames: only the thread's root
+//     cframe (PyThreadState.root_cframe) has neither. lang_cframe_window.py holds that state
+//     for over half of its run (tstate->cframe at a zeroed cframe while sre's C loop runs).
+class LanguageCframe : public Language {};  // only 3.11/3.12 (see below)
+TEST_P(LanguageCframe, ZeroedCframeIsMarkedNotFrameless) {
+    auto l = cpython::builtin_layout(cpython::Version::from_hex(0x03000000u | (unsigned(minor()) << 16) | 0xF0u), false);
+    ASSERT_TRUE(l);
+    const std::string w = "lang_cframe_window.py";
+    auto p = profile_launch(w, {"1.5", std::to_string(l->bpf.tstate_frame)}, 999);
+    const std::string file = target_path(w);
+    expect_clean_frames(p);
+    size_t total = 0, marked = 0, spin = 0, frameless = 0;
+    for (auto& t : p.threads) {
+        const auto& ss = t.samples;
+        auto in_main = [&](const std::vector<RFrame>& s) {  // the workload's main, not site's
+            int i = find_frame(s, "main");
+            return i >= 0 && s[i].file == file;
+        };
+        auto first = std::find_if(ss.begin(), ss.end(), in_main);
+        if (first == ss.end()) continue;
+        auto last = std::find_if(ss.rbegin(), ss.rend(), in_main).base();
+        for (auto it = first; it != last; ++it) {
+            total++;
+            if (it->size() == 1 && (*it)[0].name.rfind("[eval loop being entered", 0) == 0) marked++;
+            if (it->size() == 1 && (*it)[0].name == "[no Python frame]") frameless++;
+            if (has_frame(*it, "spin")) spin++;
+        }
+    }
+    std::cerr << "[ info ] " << GetParam().name << ": " << total << " samples in main, " << marked
+              << " marked as taken while the eval loop was being entered, " << spin << " in spin\n";
+    EXPECT_EQ(frameless, 0u) << "samples in an eval loop call taken for a thread without Python frames";
+    EXPECT_GT(marked, total / 4) << last_err;
+    EXPECT_GT(spin, total / 5) << last_err;
 }
 
 // 2. asyncio: the coroutine a task is busy in shows under the coroutine that awaits it, and
@@ -421,6 +459,11 @@ INSTANTIATE_TEST_SUITE_P(, Language, ::testing::ValuesIn(all_interpreters()), in
 INSTANTIATE_TEST_SUITE_P(, LanguageSubInterpreters,
                          ::testing::ValuesIn(interpreters_where([](const Interpreter& i) { return minor_of(i) >= 12; })),
                          interpreter_test_name);
+INSTANTIATE_TEST_SUITE_P(, LanguageCframe,
+                         ::testing::ValuesIn(interpreters_where([](const Interpreter& i) {
+                             return minor_of(i) == 11 || minor_of(i) == 12;
+                         })),
+                         interpreter_test_name);
 INSTANTIATE_TEST_SUITE_P(, LanguageSid,
                          ::testing::ValuesIn(interpreters_where([](const Interpreter& i) {
                              return i.name.rfind("sid-", 0) == 0;
@@ -429,6 +472,7 @@ INSTANTIATE_TEST_SUITE_P(, LanguageSid,
 // Outside CI a machine may lack them; under CI ProfilingSetup.WholeMatrixPresentUnderCI fails.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LanguageSubInterpreters);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LanguageSid);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LanguageCframe);
 
 }  // namespace
 }  // namespace pbp::test

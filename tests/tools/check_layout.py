@@ -239,6 +239,25 @@ def check_entry(cf, fp):
     check(False, "no entry frame in the chain")
 
 
+def check_root_cframe(ts, cf):
+    """3.11/3.12: following cframe->previous from tstate->cframe ends at tstate->root_cframe,
+    the one cframe with neither a frame nor a previous cframe (BPF tells a thread without
+    Python frames from an unsettled cframe by it)."""
+    root = ts + B["tstate_root_cframe"]
+    n = 0
+    while cf and n < 1000:
+        n += 1
+        cur, prev = u64(cf + B["cframe_current_frame"]), u64(cf + B["cframe_previous"])
+        if prev == 0:
+            eq("the last cframe (tstate.root_cframe)", cf, root)
+            eq("root cframe's current_frame", cur, 0)
+            check(n >= 2, "expected nested cframes, saw %d" % n)
+            return
+        check(cur != 0, "a cframe with a previous one but no frame")
+        cf = prev
+    check(False, "cframe chain does not end")
+
+
 def check_frames():
     ts = PyThreadState_Get()
     # no Python-level call between here and sys._getframe(): this frame is the current one
@@ -248,6 +267,7 @@ def check_frames():
         fp = ctypes.c_uint64.from_address(cf + B["cframe_current_frame"]).value
         if B["frame_entry_off"] != NONE:
             check_entry(cf, fp)
+            check_root_cframe(ts, cf)
         else:
             check(False, "3.11/3.12 layout without the eval loop entry check")
     else:

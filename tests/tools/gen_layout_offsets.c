@@ -71,6 +71,7 @@ int main(void)
 	O("tstate.current_frame", PyThreadState, current_frame);
 #elif PY_VERSION_HEX >= 0x030B0000
 	O("tstate.cframe", PyThreadState, cframe);
+	O("tstate.root_cframe", PyThreadState, root_cframe);
 	O("cframe.current_frame", _PyCFrame, current_frame);
 	O("cframe.previous", _PyCFrame, previous);
 	P("sizeof(_PyCFrame)", sizeof(_PyCFrame));

@@ -91,6 +91,7 @@ std::string layout_json(const Layout& l) {
       << ",\"tstate_frame\":" << o.tstate_frame << ",\"cframe_current_frame\":" << o.cframe_current_frame
       << ",\"cframe_previous\":" << o.cframe_previous << ",\"frame_entry_off\":" << o.frame_entry_off
       << ",\"frame_entry_val\":" << int(o.frame_entry_val)
+      << ",\"tstate_root_cframe\":" << o.tstate_root_cframe
       << ",\"frame_previous\":" << o.frame_previous << ",\"frame_code\":" << o.frame_code
       << ",\"frame_instr\":" << o.frame_instr << ",\"frame_owner\":" << o.frame_owner
       << ",\"frame_tlbc_index\":" << o.frame_tlbc_index << ",\"frame_read_len\":" << o.frame_read_len
@@ -236,11 +237,13 @@ TEST(LayoutBuiltin, PerVersionEssentials) {
         EXPECT_EQ(o.cframe_current_frame != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
         // the eval loop entry check: 3.11 is_entry @68, 3.12 owner @70 == FRAME_OWNED_BY_CSTACK
         EXPECT_EQ(o.frame_entry_off != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
+        EXPECT_EQ(o.tstate_root_cframe != PBP_OFF_NONE, w.fk == PBP_FRAME_INTERP_CFRAME);
         if (w.hex >= 0x030B0000) {
             const bool v311 = w.hex < 0x030C0000;
             EXPECT_EQ(o.cframe_previous, v311 ? 16 : 8);
             EXPECT_EQ(o.frame_entry_off, v311 ? 68 : 70);
             EXPECT_EQ(o.frame_entry_val, v311 ? 1 : 3);
+            EXPECT_EQ(o.tstate_root_cframe, v311 ? 336 : 272);
             EXPECT_GE(o.frame_read_len, o.frame_entry_off + 1);
         }
         EXPECT_EQ(o.frame_owner != PBP_OFF_NONE, w.fk != PBP_FRAME_OBJECT);
@@ -381,6 +384,11 @@ TEST(LayoutFinalize, RejectsOutOfWindowAndMisaligned) {
         EXPECT_FALSE(finalize_bpf_offsets(o, err));
         o.cframe_previous = 16;
         EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+    }
+    {
+        auto o = base_offsets();
+        o.tstate_root_cframe = PBP_OFF_NONE;  // the entry check must know the root cframe
+        EXPECT_FALSE(finalize_bpf_offsets(o, err));
     }
     {
         auto o = base_offsets();

@@ -92,7 +92,7 @@ def main():
     run_nested_lambda(now() + PHASE)
     run_comp(now() + PHASE)
     größe_berechnen(now() + PHASE)
-    Ünïcödé(1).计算(now() + PHASE)
+    Ünïcödé.__new__(Ünïcödé).计算(now() + PHASE)  # not via __init__: its samples are run_init's
     𠀋_astral(now() + PHASE)
     run_init(now() + PHASE)
 

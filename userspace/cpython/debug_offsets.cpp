@@ -495,6 +495,7 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     o.cframe_current_frame = PBP_OFF_NONE;
     o.cframe_previous = PBP_OFF_NONE;  // tstate->current_frame is set once, after the links
     o.frame_entry_off = PBP_OFF_NONE;
+    o.tstate_root_cframe = PBP_OFF_NONE;
     o.frame_previous = u16(d.frame_previous);
     o.frame_code = u16(d.frame_executable);
     o.frame_instr = u16(d.frame_instr_ptr);

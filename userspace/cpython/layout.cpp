@@ -133,6 +133,10 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
                     num(PBP_CFRAME_WINDOW) + " bytes";
             return false;
         }
+        if (off.tstate_root_cframe == PBP_OFF_NONE) {
+            error = "tstate_root_cframe is required with frame_entry_off";
+            return false;
+        }
     }
     if (off.instr_kind == PBP_INSTR_PTR && off.code_adaptive == PBP_OFF_NONE) {
         error = "code_adaptive is required for PBP_INSTR_PTR";

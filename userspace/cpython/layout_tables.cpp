@@ -181,18 +181,22 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     // (internal/pycore_frame.h). 3.12: _PyCFrame {current_frame @0, previous @8}; each call
     // links its frame to an entry_frame on the C stack with char owner @70 =
     // FRAME_OWNED_BY_CSTACK (3), no other frame has that owner (Python/ceval.c).
+    // PyThreadState.root_cframe (cpython/pystate.h): @336 in 3.11, @272 in 3.12.
     if (v.minor == 11) {
         o.cframe_previous = 16;
         o.frame_entry_off = 68;
         o.frame_entry_val = 1;
+        o.tstate_root_cframe = 336;
     } else if (v.minor == 12) {
         o.cframe_previous = 8;
         o.frame_entry_off = 70;
         o.frame_entry_val = 3;
+        o.tstate_root_cframe = 272;
     } else {
         o.cframe_previous = NONE;
         o.frame_entry_off = NONE;
         o.frame_entry_val = 0;
+        o.tstate_root_cframe = NONE;
     }
     // 3.12: struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
     // bound_gilstate:1, active:1, ..} _status @24}: active is bit 4.
