@@ -53,6 +53,7 @@ struct {
 struct tstate_entry {
 	__u64 tstate;   /* 0 = known to have none (negative entry) */
 	__u64 ts_ns;    /* when made (negative entry) or last checked active (positive) */
+	__u64 interp;   /* the PyInterpreterState the thread state is in */
 	__u32 generation;
 	__u32 _pad;
 };
@@ -107,6 +108,40 @@ struct cframe_check {
 	__u32 stale;    /* the check failed: no stack, PBP_ERR_CFRAME_STALE */
 };
 
+/* 3.14+: PyInterpreterState._code_object_generation counts the code objects freed (code_dealloc
+ * bumps it first thing). While it stands still, a code object seen at an address is still the one
+ * there, so its checksum comes from this cache instead of a probe read (~250 ns each, most
+ * of a deep walk's cost). Per CPU; keyed by the code object's address, valid for the same
+ * process (and entry generation), interpreter and code generation, and at most CC_TTL_NS
+ * (bounds what a read racing a code object's construction could leave). */
+#define CCACHE 256
+#define CC_TTL_NS 250000000ULL
+struct ccache_entry {
+	__u64 code, interp, gen, ts;
+	__u32 tgid, pgen, csum, _pad;
+};
+struct ccache {
+	struct ccache_entry e[CCACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ccache);
+} ccache_map SEC(".maps");
+
+/* This sample's code generation (in the map value: it lives across the no-bpf_loop tail calls). */
+struct cc_sample {
+	__u64 interp, gen, now;
+	__u32 on, tgid;  /* on: the generation was read, the cache may be used */
+};
+
+static __always_inline __u32 cc_slot(__u64 code)
+{
+	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CCACHE - 1);
+}
+
 struct scratch {
 	struct tcache_entry tcache[TCACHE];
 	__u64 seen[SEEN];
@@ -115,6 +150,7 @@ struct scratch {
 	struct pbp_stack stack;
 	struct nolp_state nolp;
 	struct cframe_check chk;
+	struct cc_sample cc;
 };
 
 struct {
@@ -222,6 +258,7 @@ struct tswalk {
 	__u64 fsbase;
 	__u64 found;
 	__u64 first;    /* first state with the thread's id, active or not */
+	__u64 found_interp, first_interp;
 	__u32 ninterp;
 	__u32 reason;
 };
@@ -245,10 +282,13 @@ static __always_inline int tswalk_step(struct tswalk *w)
 		return 0;
 	}
 	if (rd_u64(w->ts + off->tstate_thread_id) == w->fsbase) {
-		if (!w->first)
+		if (!w->first) {
 			w->first = w->ts;
+			w->first_interp = w->interp;
+		}
 		if (tstate_active(off, w->ts)) {
 			w->found = w->ts;
+			w->found_interp = w->interp;
 			w->reason = PBP_OK;
 			return 1;
 		}
@@ -273,6 +313,7 @@ struct fwalk {
 	__u32 fc_len;      /* bytes valid in fcache */
 	__u32 _pad;
 	__u64 last_code;   /* csum cache: recursion repeats the same code object */
+	struct ccache *cc; /* the code generation cache (3.14+), if s->cc.on */
 	__u32 last_csum;
 	__u32 depth;
 	__u32 max_depth;
@@ -383,9 +424,24 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		return 0;
 
 	__u32 csum;
+	struct ccache_entry *ce = 0;
+	int cached = 0;
 	if (code == w->last_code) {
 		csum = w->last_csum;
-	} else {
+		cached = 1;
+	} else if (s->cc.on && w->cc) {
+		ce = &w->cc->e[cc_slot(code)];
+		if (ce->code == code && ce->gen == s->cc.gen && ce->interp == s->cc.interp &&
+		    ce->tgid == s->cc.tgid && ce->pgen == w->proc->generation &&
+		    s->cc.now - ce->ts < CC_TTL_NS) {
+			csum = ce->csum;
+			w->last_code = code;
+			w->last_csum = csum;
+			cached = 1;
+			tcount(PBP_STAT_N_CODE_CACHED);
+		}
+	}
+	if (!cached) {
 		len = off->code_read_len;
 		if (len > PBP_WINDOW)
 			len = PBP_WINDOW;
@@ -405,6 +461,15 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		csum = code_csum(off, s->cwin);
 		w->last_code = code;
 		w->last_csum = csum;
+		if (ce) {
+			ce->code = code;
+			ce->interp = s->cc.interp;
+			ce->gen = s->cc.gen;
+			ce->ts = s->cc.now;
+			ce->tgid = s->cc.tgid;
+			ce->pgen = w->proc->generation;
+			ce->csum = csum;
+		}
 	}
 
 	__u32 instr = PBP_INSTR_UNKNOWN;
@@ -500,7 +565,7 @@ static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct 
  * cache hit *frame0 gets the thread state's frame field and *have_frame0 is set. */
 static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scratch *s, __u64 pid_tgid,
 					 __u64 now, int use_loop, __u32 *reason, __u64 *frame0,
-					 int *have_frame0)
+					 int *have_frame0, __u64 *interp)
 {
 	__u64 fsbase;
 	if (use_loop) {
@@ -512,7 +577,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	}
 	const struct pbp_py_offsets *off = &proc->off;
 
-	__u64 fallback = 0;
+	__u64 fallback = 0, fallback_interp = 0;
 	struct tcache_entry *tc = &s->tcache[(__u32)pid_tgid & (TCACHE - 1)];
 	struct tstate_entry *ce;
 	if (tc->pid_tgid == pid_tgid) {
@@ -533,6 +598,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 				 * NEG_TTL_NS, not per sample. Not active: the thread entered another
 				 * interpreter, or it runs without the GIL (then no state is active):
 				 * look again, and keep this one if none is active. */
+				*interp = ce->interp;
 				if (now - ce->ts_ns < NEG_TTL_NS) {
 					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
 					return ce->tstate;
@@ -543,6 +609,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 					return ce->tstate;
 				}
 				fallback = ce->tstate;
+				fallback_interp = ce->interp;
 				*have_frame0 = 0;
 			}
 		} else if (now - ce->ts_ns < NEG_TTL_NS) {
@@ -572,11 +639,14 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 
 	if (!w.found && (fallback || w.first)) {
 		w.found = fallback ? fallback : w.first;
+		w.found_interp = fallback ? fallback_interp : w.first_interp;
 		w.reason = PBP_OK;
 	}
 
 	struct tstate_entry ne = {};
 	ne.tstate = w.found;
+	ne.interp = w.found_interp;
+	*interp = w.found_interp;
 	ne.ts_ns = now;
 	ne.generation = proc->generation;
 	if (w.found || w.reason == PBP_ERR_NO_TSTATE) {
@@ -668,9 +738,9 @@ static __always_inline int sample(void *ctx, int use_loop)
 		return 0;
 
 	__u32 reason = PBP_OK;
-	__u64 frame = 0;
+	__u64 frame = 0, interp = 0;
 	int have_frame = 0;
-	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame);
+	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
 	__u64 t = tmark(PBP_STAT_T_TSTATE, now);
 	if (!ts)
 		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
@@ -705,9 +775,21 @@ static __always_inline int sample(void *ctx, int use_loop)
 	if (!frame)
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 
+	/* 3.14+: the code generation, for the checksum cache (not with per-thread bytecode:
+	 * its base is read from the code object) */
+	s->cc.on = 0;
+	if (off->interp_code_gen != PBP_OFF_NONE && off->code_tlbc == PBP_OFF_NONE && interp &&
+	    !bpf_probe_read_user(&s->cc.gen, sizeof(s->cc.gen), (const void *)(interp + off->interp_code_gen))) {
+		s->cc.on = 1;
+		s->cc.interp = interp;
+		s->cc.now = now;
+		s->cc.tgid = tgid;
+	}
+
 	struct fwalk w = {};
 	w.proc = proc;
 	w.s = s;
+	w.cc = bpf_map_lookup_elem(&ccache_map, &zero);
 	w.frame = frame;
 	w.hash = pbp_stack_hash_init(tgid, proc->generation);
 	w.max_depth = proc->max_depth;
@@ -759,6 +841,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	struct fwalk w = {};
 	w.proc = proc;
 	w.s = s;
+	w.cc = bpf_map_lookup_elem(&ccache_map, &zero);
 	nolp_load(s, &w);
 	int done = 0;
 	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {

@@ -709,7 +709,7 @@ int Session::finish() {
         static const char* names[] = {"samples", "emitted", "ringbuf_drop", "tstate_cache_hit", "tstate_walk",
                                       "truncated", "stack_new", "event_drop", "sample_ns"};
         static const char* timing[] = {"t_tstate_ns", "t_frame0_ns", "t_walk_ns", "t_stackmap_ns",
-                                       "frame_reads", "code_reads", "str_reads"};
+                                       "frame_reads", "code_reads", "str_reads", "code_cached"};
         std::cerr << "  BPF stats:";
         for (int i = 0; i < PBP_STAT_COUNT; i++)
             if (st[i])
@@ -728,7 +728,8 @@ int Session::finish() {
                       << (st[PBP_STAT_SAMPLE_NS] > parts ? (st[PBP_STAT_SAMPLE_NS] - parts) / n : 0)
                       << "; per sample " << double(st[PBP_STAT_N_FRAME_READS]) / n << " frame reads, "
                       << double(st[PBP_STAT_N_CODE_READS]) / n << " code reads, "
-                      << double(st[PBP_STAT_N_STR_READS]) / n << " str reads\n";
+                      << double(st[PBP_STAT_N_STR_READS]) / n << " str reads, "
+                      << double(st[PBP_STAT_N_CODE_CACHED]) / n << " code checksums from the cache\n";
         }
     }
     std::cerr << "  " << exporter_->how_to_open(written) << "\n";

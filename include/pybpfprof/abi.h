@@ -119,6 +119,11 @@ struct pbp_py_offsets {
 	 * previous cframe. Any other (a _PyEval_EvalFrameDefault call's, on the C stack) has
 	 * both; in the window above both may still read NULL, which is not "no Python frame". */
 	__u16 tstate_root_cframe;
+	/* PyInterpreterState._code_object_generation (3.14+, _Py_DebugOffsets), else PBP_OFF_NONE:
+	 * bumped by every code object's dealloc, so while it stands still no code object address
+	 * has changed hands and the walk may reuse the checksums it took (see ccache in BPF). */
+	__u16 interp_code_gen;
+	__u16 _pad1;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24
@@ -220,7 +225,8 @@ enum pbp_stat {
 	PBP_STAT_N_FRAME_READS = PBP_STAT_T_BASE + 4, /* frame-cache misses */
 	PBP_STAT_N_CODE_READS = PBP_STAT_T_BASE + 5,
 	PBP_STAT_N_STR_READS = PBP_STAT_T_BASE + 6,   /* str hashes for the checksum */
-	PBP_STAT_COUNT = PBP_STAT_T_BASE + 7,
+	PBP_STAT_N_CODE_CACHED = PBP_STAT_T_BASE + 7, /* code checksums from the generation cache (3.14+) */
+	PBP_STAT_COUNT = PBP_STAT_T_BASE + 8,
 };
 
 /* ---- global configuration (BPF .rodata/.bss set before load) ---------------- */

@@ -152,6 +152,19 @@ if main_tids is not None:
     want = sorted(t.ident for t in threading.enumerate())
     eq("thread ids on the thread list", sorted(main_tids), want)
 
+# 3.14+: interp_code_gen, PyInterpreterState._code_object_generation, counts code objects freed
+# (BPF reuses code checksums while it stands still): it must move by exactly the code objects
+# freed (compile() itself frees some of its own on the way).
+if B.get("interp_code_gen", NONE) != NONE:
+    me = cfunc("PyInterpreterState_Get", VP)()
+    made = [compile("x = %d" % i, "<gen>", "exec") for i in range(5)]
+    g0 = u64(me + B["interp_code_gen"])
+    del made
+    eq("code generation after freeing 5 code objects", u64(me + B["interp_code_gen"]) - g0, 5)
+else:
+    check(sys.version_info < (3, 14) or sys.version_info >= (3, 16),
+          "3.14/3.15 without interp_code_gen")
+
 # ---- frames -------------------------------------------------------------------------------
 code_type = id(types.CodeType)
 tag_mask = B["executable_tag_mask"]

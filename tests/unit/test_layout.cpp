@@ -91,7 +91,7 @@ std::string layout_json(const Layout& l) {
       << ",\"tstate_frame\":" << o.tstate_frame << ",\"cframe_current_frame\":" << o.cframe_current_frame
       << ",\"cframe_previous\":" << o.cframe_previous << ",\"frame_entry_off\":" << o.frame_entry_off
       << ",\"frame_entry_val\":" << int(o.frame_entry_val)
-      << ",\"tstate_root_cframe\":" << o.tstate_root_cframe
+      << ",\"tstate_root_cframe\":" << o.tstate_root_cframe << ",\"interp_code_gen\":" << o.interp_code_gen
       << ",\"frame_previous\":" << o.frame_previous << ",\"frame_code\":" << o.frame_code
       << ",\"frame_instr\":" << o.frame_instr << ",\"frame_owner\":" << o.frame_owner
       << ",\"frame_tlbc_index\":" << o.frame_tlbc_index << ",\"frame_read_len\":" << o.frame_read_len
@@ -566,6 +566,7 @@ std::map<std::string, uint64_t> plausible(int minor, bool ft) {
         {"unicode_object.asciiobject_size", ft ? 56 : 40},
     };
     if (minor >= 14) {
+        m["interpreter_state.code_object_generation"] = minor == 14 ? (ft ? 8024 : 7992) : 7944;
         m["interpreter_frame.tlbc_index"] = ft ? 72 : 0;
         m["code_object.co_tlbc"] = ft ? 224 : 0;
     }
@@ -594,6 +595,7 @@ TEST(LayoutDebugOffsets, Decodes313) {
     EXPECT_EQ(o.cframe_current_frame, PBP_OFF_NONE);
     EXPECT_EQ(o.cframe_previous, PBP_OFF_NONE);
     EXPECT_EQ(o.frame_entry_off, PBP_OFF_NONE);
+    EXPECT_EQ(o.interp_code_gen, PBP_OFF_NONE);  // 3.14+
     EXPECT_EQ(o.frame_previous, 8);
     EXPECT_EQ(o.frame_code, 0);
     EXPECT_EQ(o.frame_instr, 56);
@@ -655,6 +657,14 @@ TEST(LayoutDebugOffsets, Decodes314) {
     EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
     EXPECT_EQ(l->runtime_interp_head, 808u);
     EXPECT_EQ(o.frame_read_len, 80);
+    EXPECT_EQ(o.interp_code_gen, 7992);
+    // outside the interpreter state: not used (the walk then reads every code object)
+    auto vals = plausible(14, false);
+    vals["interpreter_state.code_object_generation"] = 100000;
+    auto s2 = synth(14, 0x030E0AF0, false, vals);
+    auto l2 = layout_from_debug_offsets(s2.bytes, err, warn);
+    ASSERT_TRUE(l2) << err;
+    EXPECT_EQ(l2->bpf.interp_code_gen, PBP_OFF_NONE);
 }
 
 TEST(LayoutDebugOffsets, Decodes314FreeThreaded) {
@@ -694,6 +704,7 @@ TEST(LayoutDebugOffsets, Decodes315) {
     EXPECT_EQ(l->runtime_interp_head, 936u);
     EXPECT_EQ(l->obj.unicode_compact_size, 60);
     EXPECT_EQ(l->bpf.skip_owner_mask, (1u << 3) | (1u << 4));
+    EXPECT_EQ(l->bpf.interp_code_gen, 7944);
 }
 
 TEST(LayoutDebugOffsets, RejectsBadCookie) {
@@ -749,6 +760,8 @@ TEST(LayoutDebugOffsets, FutureVersionUsesNewestShapeWithWarning) {
     // where co_version lives is unknown there: the checksum falls back to the line table
     EXPECT_EQ(l->bpf.csum_off[3], 136);
     EXPECT_EQ(l->bpf.csum_size[3], 8);
+    // nor is what the code generation counts: every code object is read
+    EXPECT_EQ(l->bpf.interp_code_gen, PBP_OFF_NONE);
 
     // A future version whose struct is shaped like 3.13 fails the plausibility checks.
     auto bad = synth(13, 0x031000F0, false, plausible(13, false));

@@ -292,7 +292,7 @@ constexpr int kNewestKnownShape = 15;
 struct Decoded {
     uint64_t version = 0, free_threaded = 0;
     uint64_t runtime_size = 0, interpreters_head = 0;
-    uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0;
+    uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0, interp_code_gen = 0;
     uint64_t tstate_size = 0, tstate_next = 0, tstate_current_frame = 0, tstate_thread_id = 0,
              tstate_status = 0;
     uint64_t frame_size = 0, frame_previous = 0, frame_executable = 0, frame_instr_ptr = 0,
@@ -413,11 +413,13 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     } else if (shape == 14) {
         auto s = load<v314::DebugOffsets>(raw);
         d = decode_common(s);
+        d.interp_code_gen = s.interpreter_state.code_object_generation;
         d.frame_tlbc_index = s.interpreter_frame.tlbc_index;
         d.co_tlbc = s.code_object.co_tlbc;
     } else {
         auto s = load<v315::DebugOffsets>(raw);
         d = decode_common(s);
+        d.interp_code_gen = s.interpreter_state.code_object_generation;
         d.frame_tlbc_index = s.interpreter_frame.tlbc_index;
         d.co_tlbc = s.code_object.co_tlbc;
         d.compact_size = s.unicode_object.compactunicodeobject_size;
@@ -496,6 +498,11 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     o.cframe_previous = PBP_OFF_NONE;  // tstate->current_frame is set once, after the links
     o.frame_entry_off = PBP_OFF_NONE;
     o.tstate_root_cframe = PBP_OFF_NONE;
+    // 3.14+: bumped first thing in code_dealloc (Objects/codeobject.c), for remote readers'
+    // code object caches. Trusted in tested minors only: what it counts may change.
+    o.interp_code_gen = !newer && d.interp_code_gen && field_ok(d.interp_code_gen, d.interp_size, 8)
+                            ? u16(d.interp_code_gen)
+                            : PBP_OFF_NONE;
     o.frame_previous = u16(d.frame_previous);
     o.frame_code = u16(d.frame_executable);
     o.frame_instr = u16(d.frame_instr_ptr);

@@ -198,6 +198,7 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
         o.frame_entry_val = 0;
         o.tstate_root_cframe = NONE;
     }
+    o.interp_code_gen = NONE;  // 3.14+ only (_Py_DebugOffsets)
     // 3.12: struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
     // bound_gilstate:1, active:1, ..} _status @24}: active is bit 4.
     if (v.minor == 12) {
