@@ -10,10 +10,15 @@
 namespace pbp {
 
 void Symbolizer::add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr) {
+    add_process(pid, layout, code_type_addr, std::make_unique<ProcessMemory>(pid));
+}
+
+void Symbolizer::add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr,
+                             std::unique_ptr<MemoryReader> mem) {
     Proc p;
     p.layout = layout;
     p.code_type_addr = code_type_addr;
-    p.mem = std::make_unique<ProcessMemory>(pid);
+    p.mem = std::move(mem);
     procs_[pid] = std::move(p);
 }
 
@@ -110,6 +115,14 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
     ci.firstlineno = fl;
     ci.linetable = cpython::read_bytes(*p.mem, obj, ptr(obj.co_linetable)).value_or("");
+    // Freed while its fields were being read (an import's module body lives ~0.1 ms): they
+    // may be half gone (no file, no line table). Still the same live object after the reads
+    // (its checksum holds a per-creation field), they were read from it.
+    if (!p.mem->read(addr, win, len) || code_checksum(off, win, len, p.mem.get()) != csum ||
+        !looks_alive(p.layout, p.code_type_addr, addr, win, len)) {
+        problem = kFreed;
+        return nullptr;
+    }
     auto [ins, _] = p.code.insert_or_assign(addr, std::move(ci));
     return &ins->second;
 }

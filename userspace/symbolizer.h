@@ -24,6 +24,9 @@ class Symbolizer {
 public:
     // code_type_addr: &PyCode_Type in the target, 0 when unknown (no type check).
     void add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr = 0);
+    // The same, reading the process through mem (tests: memory that changes between reads).
+    void add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr,
+                     std::unique_ptr<MemoryReader> mem);
     void remove_process(pid_t pid);
 
     // Frames of one BPF stack, ROOT FIRST (BPF records leaf first). Frames that cannot be
@@ -66,7 +69,7 @@ private:
     struct Proc {
         cpython::Layout layout;
         uint64_t code_type_addr = 0;
-        std::unique_ptr<ProcessMemory> mem;
+        std::unique_ptr<MemoryReader> mem;
         std::unordered_map<uint64_t, CodeInfo> code;  // by address
     };
     CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);

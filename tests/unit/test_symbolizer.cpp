@@ -442,6 +442,100 @@ TEST(SymbolizerOffline, FreedHeadersAreNotAlive) {
     EXPECT_TRUE(alive(ft, type, 0, type));
 }
 
+// A code object image as 3.12 lays it out, in memory that frees it (glibc: a list link over
+// ob_type; its filename str gone) right after its window is first read, i.e. while the
+// symbolizer goes on to read its name, file and line table.
+class FreeingMemory final : public pbp::MemoryReader {
+public:
+    std::map<uint64_t, std::vector<uint8_t>> regions;
+    uint64_t code = 0, file = 0;
+    size_t window = 0;
+    bool free_after_window = false, freed = false;
+    bool read(uint64_t addr, void* buf, size_t n) override {
+        for (auto& [base, b] : regions) {
+            if (addr >= base && addr + n <= base + b.size()) {
+                std::memcpy(buf, b.data() + (addr - base), n);
+                if (addr == code && n == window && free_after_window && !freed) free_now();
+                return true;
+            }
+        }
+        return false;
+    }
+    void free_now() {
+        freed = true;
+        uint64_t link = code + 0x2000;
+        std::memcpy(regions[code].data() + 8, &link, 8);
+        regions.erase(file);
+    }
+};
+
+std::vector<uint8_t> ascii_str(const pbp::cpython::ObjectLayout& o, const std::string& text) {
+    std::vector<uint8_t> b(o.unicode_ascii_size + text.size() + 1, 0);
+    int64_t len = static_cast<int64_t>(text.size());
+    std::memcpy(b.data() + o.unicode_length, &len, 8);
+    uint32_t state = (1u << o.state_kind_shift) | (1u << o.state_compact_bit) | (1u << o.state_ascii_bit);
+    std::memcpy(b.data() + o.unicode_state, &state, 4);
+    std::memcpy(b.data() + o.unicode_ascii_size, text.data(), text.size());
+    return b;
+}
+
+struct FreedMidRead {
+    pbp::cpython::Layout lay;
+    const uint64_t type = 0x7f00'0012'3400, code = 0x5555'0000'1000, name = 0x5555'0000'8000,
+                   file = 0x5555'0000'9000;
+    uint32_t csum = 0;
+    FreeingMemory* mem = nullptr;
+    Symbolizer sym;
+    explicit FreedMidRead(bool free_it) {
+        lay = *pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030C01F0), false);
+        auto m = std::make_unique<FreeingMemory>();
+        std::vector<uint8_t> img(512, 0);
+        int64_t rc = 3;
+        std::memcpy(img.data(), &rc, 8);
+        std::memcpy(img.data() + lay.bpf.code_ob_type, &type, 8);
+        std::memcpy(img.data() + lay.obj.co_name, &name, 8);
+        std::memcpy(img.data() + lay.obj.co_qualname, &name, 8);
+        std::memcpy(img.data() + lay.obj.co_filename, &file, 8);
+        int32_t first = 10;
+        std::memcpy(img.data() + lay.obj.co_firstlineno, &first, 4);
+        csum = Symbolizer::code_checksum(lay.bpf, img.data(), lay.bpf.code_read_len);
+        m->regions[code] = img;
+        m->regions[name] = ascii_str(lay.obj, "<module>");
+        m->regions[file] = ascii_str(lay.obj, "/srv/app/mod.py");
+        m->code = code;
+        m->file = file;
+        m->window = lay.bpf.code_read_len;
+        m->free_after_window = free_it;
+        mem = m.get();
+        sym.add_process(4242, lay, type, std::move(m));
+    }
+    std::vector<Frame> symbolize(std::map<std::string, uint64_t>& problems) {
+        auto st = make_stack(4242, {{code, PBP_INSTR_UNKNOWN, csum}});
+        return sym.symbolize(4242, *st, problems);
+    }
+};
+
+TEST(SymbolizerOffline, CodeObjectFreedWhileItsFieldsAreReadIsMarkedFreed) {
+    {
+        FreedMidRead live(false);  // the control: the same image, never freed
+        std::map<std::string, uint64_t> problems;
+        auto out = live.symbolize(problems);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_FALSE(out[0].synthetic);
+        EXPECT_EQ(out[0].name, "<module>");
+        EXPECT_EQ(out[0].file, "/srv/app/mod.py");
+    }
+    FreedMidRead f(true);
+    std::map<std::string, uint64_t> problems;
+    auto out = f.symbolize(problems);
+    EXPECT_TRUE(f.mem->freed);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].synthetic) << out[0].name << " in " << out[0].file;
+    EXPECT_EQ(out[0].name, "[unknown: " + std::string(Symbolizer::kFreed) + "]");
+    EXPECT_EQ(problems[Symbolizer::kFreed], 1u);
+    EXPECT_EQ(f.sym.cached_code_objects(), 0u);  // nothing half-read is kept
+}
+
 TEST(SymbolizerOffline, UnknownProcess) {
     Symbolizer sym;
     auto st = make_stack(424242, {{0x1000, 3, 7}, {0x2000, 4, 8}});
