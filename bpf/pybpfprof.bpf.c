@@ -659,8 +659,53 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	return w.found;
 }
 
-/* Store the walked stack (unless known) and emit the sample. */
-static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t)
+/* A new stack wakes the consumer at once only if it holds a code object the consumer has not
+ * been shown yet (it may be short-lived: a module body, exec'd code), or if this CPU has
+ * stored FRESH_UNWOKEN new stacks since it last woke it (it reads each from the LRU stacks
+ * map, which must not evict one first). A new stack of known code objects waits for the next
+ * batch: its names are known, and its lines come from line tables read before. "Shown" is a
+ * per-CPU set of (process, code object, checksum) from the new stacks stored here. */
+#define TOLD 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */
+#define FRESH_UNWOKEN 8
+struct told {
+	__u64 key[TOLD];
+	__u32 unwoken;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct told);
+} told_map SEC(".maps");
+
+struct told_walk {
+	struct told *t;
+	struct scratch *s;
+	__u32 depth, tgid, news;
+};
+
+static long told_cb(__u32 i, void *ctx)
+{
+	struct told_walk *tw = ctx;
+	if (i >= tw->depth)
+		return 1;
+	const struct pbp_frame *f = &tw->s->stack.frames[i & (PBP_MAX_DEPTH - 1)];
+	__u64 key = (f->code ^ ((__u64)f->csum << 20) ^ ((__u64)tw->tgid << 44)) | 1;
+	__u32 set = (__u32)((key * 0x9E3779B97F4A7C15ULL) >> 40) & (TOLD - 2);
+	__u64 *a = &tw->t->key[set], *b = &tw->t->key[set + 1];
+	if (*a == key || *b == key)
+		return 0;
+	*b = *a; /* the older one goes */
+	*a = key;
+	tw->news = 1;
+	return 0;
+}
+
+/* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
+ * (without it every new stack wakes the consumer). */
+static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t,
+				       int use_loop)
 {
 	struct scratch *s = w->s;
 	if (s->chk.stale) /* what was walked is stale: no stack */
@@ -684,9 +729,26 @@ static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, _
 		}
 	}
 	*seen = id;
+	int wake = fresh;
+	if (fresh && use_loop) {
+		__u32 zero = 0;
+		struct told_walk tw = {};
+		tw.t = bpf_map_lookup_elem(&told_map, &zero);
+		tw.s = s;
+		tw.depth = w->depth;
+		tw.tgid = tgid;
+		if (tw.t) {
+			bpf_loop(PBP_MAX_DEPTH, told_cb, &tw, 0);
+			wake = tw.news || ++tw.t->unwoken >= FRESH_UNWOKEN;
+			if (wake)
+				tw.t->unwoken = 0;
+			else
+				stat_add(PBP_STAT_FRESH_UNWOKEN, 1);
+		}
+	}
 	if (t)
 		tmark(PBP_STAT_T_STACKMAP, t);
-	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, fresh);
+	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, wake);
 }
 
 static __always_inline void nolp_save(struct scratch *s, const struct fwalk *w)
@@ -798,7 +860,7 @@ static __always_inline int sample(void *ctx, int use_loop)
 			w.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, fwalk_cb, &w, 0);
 		t = tmark(PBP_STAT_T_WALK, t);
-		return finish_walk(&w, now, tgid, tid, t);
+		return finish_walk(&w, now, tgid, tid, t, 1);
 	}
 	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
 	if (w.max_depth > nolp_chunk * PBP_NOLP_RUNS)
@@ -857,7 +919,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 		bpf_tail_call(ctx, &nolp_progs, 0);
 		w.flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(&w, now, tgid, tid, 0);
+	return finish_walk(&w, now, tgid, tid, 0, 0);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */

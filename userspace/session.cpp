@@ -707,7 +707,7 @@ int Session::finish() {
                   << run.bpf_run_cnt << " events)\n";
     if (getenv("PYBPFPROF_DEBUG")) {
         static const char* names[] = {"samples", "emitted", "ringbuf_drop", "tstate_cache_hit", "tstate_walk",
-                                      "truncated", "stack_new", "event_drop", "sample_ns"};
+                                      "truncated", "stack_new", "event_drop", "sample_ns", "fresh_unwoken"};
         static const char* timing[] = {"t_tstate_ns", "t_frame0_ns", "t_walk_ns", "t_stackmap_ns",
                                        "frame_reads", "code_reads", "str_reads", "code_cached"};
         std::cerr << "  BPF stats:";

@@ -213,7 +213,8 @@ enum pbp_stat {
 	PBP_STAT_STACK_NEW = 6,      /* stack ids inserted into the stacks map */
 	PBP_STAT_EVENT_DROP = 7,     /* exec/exit record lost */
 	PBP_STAT_SAMPLE_NS = 8,      /* time spent on profiled samples (entry to record) */
-	PBP_STAT_REASON_BASE = 9,    /* + enum pbp_reason */
+	PBP_STAT_FRESH_UNWOKEN = 9,  /* new stacks of known code objects, left for the next batch */
+	PBP_STAT_REASON_BASE = 10,   /* + enum pbp_reason */
 	/* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent
 	 * finding the thread state, reading the first frame pointer, walking the frames, and
 	 * looking up / storing the stack; and the probe reads the walk made. */
