@@ -197,6 +197,8 @@ bool Session::resolve_output(std::string& path, std::string& error) {
 bool Session::add_target(const PythonTarget& t, bool announce) {
     std::string error;
     pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
+    // For before/after measurements (tools/bench/run): every code object read, as before 3.14.
+    if (getenv("PYBPFPROF_NO_CODE_CACHE")) cfg.off.interp_code_gen = PBP_OFF_NONE;
     symbolizer_.add_process(t.pid, t.layout, t.code_type_addr);
     agg_->add_process(t);
     profile_.processes[static_cast<uint32_t>(t.pid)].labels = node_.labels_for(t.pid);
