@@ -17,12 +17,16 @@ def gen_hot():
         yield x
 
 
+# Each consumer closes its generator on a marked line: a generator dropped elsewhere (at the
+# loop's break, at return) is closed there, running its frame once more under that line.
 def consume_gen(end):
     n = 0
-    for v in gen_hot():  # RESUME-GEN
+    g = gen_hot()
+    for v in g:  # RESUME-GEN
         n += 1
         if cpu_time() > end:
             break
+    g.close()  # CLOSE-GEN
     return n
 
 
@@ -44,6 +48,7 @@ def consume_yf(end):
     while cpu_time() < end:
         next(g)  # RESUME-YF
         n += 1
+    g.close()  # CLOSE-YF
     return n
 
 
@@ -71,7 +76,7 @@ def drive_coro(end):
     while cpu_time() < end:
         c.send(None)  # RESUME-CORO
         n += 1
-    c.close()
+    c.close()  # CLOSE-CORO
     return n
 
 
