@@ -212,6 +212,14 @@ TEST_F(ExecChain, PidFollowedThroughExec) {
     // Started by the test and profiled by --pid; once profiled, it execs into Python again,
     // out to sh, and back into Python.
     Child target({"/usr/bin/python3.11", script, "wait"}, dir);
+    // --pid is for a running Python: wait until the child has exec'd into it (until then
+    // /proc/PID/maps is this test's, and pybpfprof rightly refuses the PID).
+    const std::string exe = "/proc/" + std::to_string(target.pid()) + "/exe";
+    for (int i = 0; i < 200; i++) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(exe, ec).filename() == "python3.11") break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::string out = dir + "/pid.json";
     Child prof({pybpfprof_bin(), "-o", out, "-r", "499", "--pid", std::to_string(target.pid())}, dir);
     for (int i = 0; i < 200 && prof.err().find("profiling PID") == std::string::npos; i++)
