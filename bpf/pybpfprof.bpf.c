@@ -30,6 +30,8 @@ const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
 /* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
  * removes every timing instruction. */
 const volatile __u32 section_timing = 0;
+/* The weight of an on-CPU sample: the perf event's period, in ns. */
+const volatile __u64 sample_period_ns = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -526,9 +528,10 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 	e->flags = flags;
 	e->reason = reason;
 	e->depth = depth;
-	e->_pad = 0;
+	e->kind = PBP_KIND_CPU;
 	e->ppid = 0;
 	e->_pad2 = 0;
+	e->weight_ns = sample_period_ns;
 	if (!wake)
 		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes;
 	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);

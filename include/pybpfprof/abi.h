@@ -164,22 +164,37 @@ enum pbp_event_type {
 	PBP_EV_FORK = 4,          /* a profiled process forked a new process (pid = child) */
 };
 
-/* Why a sample of a profiled process carries no (or a partial) Python stack. */
+/* Why a sample of a profiled process carries no (or a partial) Python stack:
+ * X(NAME, value, label). The label is what outputs and the summary show. */
+#define PBP_REASONS(X) \
+	X(OK, 0, "ok") \
+	X(ERR_NO_INTERPRETER, 1, "interpreter starting or exiting")   /* runtime not initialised yet / finalised */ \
+	X(ERR_NO_TSTATE, 2, "native thread without a Python thread state") \
+	X(ERR_NO_FRAME, 3, "no Python frame")                          /* starting, or idle in C */ \
+	X(ERR_READ_RUNTIME, 4, "interpreter state unreadable")         /* interpreter/thread list */ \
+	X(ERR_READ_FRAME, 5, "frame unreadable")                       /* stack partial */ \
+	X(ERR_READ_CODE, 6, "code object unreadable")                  /* stack partial */ \
+	X(ERR_NOT_CODE, 7, "not a code object")                        /* f_executable: skipped, counted */ \
+	X(ERR_STACK_MAP, 8, "BPF stack map full")                      /* could not store the stack */ \
+	X(ERR_THREAD_WALK_LIMIT, 9, "thread list longer than the walk limit") \
+	X(ERR_TAIL_CALL, 10, "frame walk tail call failed")            /* no-bpf_loop walk */ \
+	/* 3.11/3.12: sampled while the eval loop was being entered: tstate->cframe not settled \
+	 * yet, no stack (see pbp_py_offsets) */ \
+	X(ERR_CFRAME_STALE, 11, "eval loop being entered: stack not settled")
+
 enum pbp_reason {
-	PBP_OK = 0,
-	PBP_ERR_NO_INTERPRETER = 1,  /* runtime not initialised yet / finalised */
-	PBP_ERR_NO_TSTATE = 2,       /* sampled thread has no PyThreadState (native thread) */
-	PBP_ERR_NO_FRAME = 3,        /* thread state has no Python frame (starting/idle in C) */
-	PBP_ERR_READ_RUNTIME = 4,    /* probe read of interpreter/thread list failed */
-	PBP_ERR_READ_FRAME = 5,      /* probe read of a frame failed (stack partial) */
-	PBP_ERR_READ_CODE = 6,       /* probe read of a code object failed (stack partial) */
-	PBP_ERR_NOT_CODE = 7,        /* f_executable is not a code object (skipped, counted) */
-	PBP_ERR_STACK_MAP = 8,       /* could not store the stack (map update failed) */
-	PBP_ERR_THREAD_WALK_LIMIT = 9, /* thread list longer than the walk bound */
-	PBP_ERR_TAIL_CALL = 10,      /* no-bpf_loop walk: the tail call into walk_nolp failed */
-	PBP_ERR_CFRAME_STALE = 11,   /* 3.11/3.12: sampled while the eval loop was being entered:
-	                              * tstate->cframe not settled yet, no stack (see pbp_py_offsets) */
-	PBP_REASON_COUNT = 12,
+#define PBP_X_REASON(name, value, label) PBP_##name = value,
+	PBP_REASONS(PBP_X_REASON)
+#undef PBP_X_REASON
+#define PBP_X_COUNT(name, value, label) +1
+	PBP_REASON_COUNT = 0 PBP_REASONS(PBP_X_COUNT),
+#undef PBP_X_COUNT
+};
+
+/* What a sample stands for. Every sample carries its kind and its weight in ns. */
+enum pbp_sample_kind {
+	PBP_KIND_CPU = 1,     /* on CPU: weight = the sampling period */
+	PBP_KIND_OFF_CPU = 2, /* off CPU: weight = the interval the thread waited */
 };
 
 /* Sample flags. */
@@ -196,38 +211,49 @@ struct pbp_event {
 	__u16 flags;              /* PBP_F_* */
 	__u16 reason;             /* enum pbp_reason */
 	__u16 depth;
-	__u16 _pad;
+	__u16 kind;               /* SAMPLE: enum pbp_sample_kind */
 	__u32 ppid;               /* EXEC: parent tgid */
 	__u32 _pad2;
+	__u64 weight_ns;          /* SAMPLE: what it stands for, in ns (on CPU: the sampling period) */
 };
 
 /* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
 
+/* X(NAME, label), in index order from 0; the labels are what debug output prints. */
+#define PBP_STAT_COUNTERS(X) \
+	X(SAMPLES, "samples")                   /* perf events seen for a profiled tgid */ \
+	X(EMITTED, "emitted")                   /* sample records committed to the ring buffer */ \
+	X(RINGBUF_DROP, "ringbuf_drop")         /* ring buffer full: sample lost */ \
+	X(TSTATE_CACHE_HIT, "tstate_cache_hit") \
+	X(TSTATE_WALK, "tstate_walk")           /* thread state found by walking the thread list */ \
+	X(TRUNCATED, "truncated") \
+	X(STACK_NEW, "stack_new")               /* stack ids inserted into the stacks map */ \
+	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
+	X(SAMPLE_NS, "sample_ns")               /* time spent on profiled samples (entry to record) */ \
+	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */
+
+/* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
+ * the thread state, reading the first frame pointer, walking the frames, and looking up /
+ * storing the stack; and the probe reads the walk made. In index order from PBP_STAT_T_BASE. */
+#define PBP_STAT_TIMINGS(X) \
+	X(T_TSTATE, "t_tstate_ns") \
+	X(T_FRAME0, "t_frame0_ns") \
+	X(T_WALK, "t_walk_ns") \
+	X(T_STACKMAP, "t_stackmap_ns") \
+	X(N_FRAME_READS, "frame_reads")         /* frame-cache misses */ \
+	X(N_CODE_READS, "code_reads") \
+	X(N_STR_READS, "str_reads")             /* str hashes for the checksum */ \
+	X(N_CODE_CACHED, "code_cached")         /* code checksums from the generation cache (3.14+) */
+
 enum pbp_stat {
-	PBP_STAT_SAMPLES = 0,        /* perf events seen for a profiled tgid */
-	PBP_STAT_EMITTED = 1,        /* sample records committed to the ring buffer */
-	PBP_STAT_RINGBUF_DROP = 2,   /* ring buffer full: sample lost */
-	PBP_STAT_TSTATE_CACHE_HIT = 3,
-	PBP_STAT_TSTATE_WALK = 4,    /* thread-state found by walking the thread list */
-	PBP_STAT_TRUNCATED = 5,
-	PBP_STAT_STACK_NEW = 6,      /* stack ids inserted into the stacks map */
-	PBP_STAT_EVENT_DROP = 7,     /* exec/exit record lost */
-	PBP_STAT_SAMPLE_NS = 8,      /* time spent on profiled samples (entry to record) */
-	PBP_STAT_FRESH_UNWOKEN = 9,  /* new stacks of known code objects, left for the next batch */
-	PBP_STAT_REASON_BASE = 10,   /* + enum pbp_reason */
-	/* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent
-	 * finding the thread state, reading the first frame pointer, walking the frames, and
-	 * looking up / storing the stack; and the probe reads the walk made. */
-	PBP_STAT_T_BASE = PBP_STAT_REASON_BASE + PBP_REASON_COUNT,
-	PBP_STAT_T_TSTATE = PBP_STAT_T_BASE,
-	PBP_STAT_T_FRAME0 = PBP_STAT_T_BASE + 1,
-	PBP_STAT_T_WALK = PBP_STAT_T_BASE + 2,
-	PBP_STAT_T_STACKMAP = PBP_STAT_T_BASE + 3,
-	PBP_STAT_N_FRAME_READS = PBP_STAT_T_BASE + 4, /* frame-cache misses */
-	PBP_STAT_N_CODE_READS = PBP_STAT_T_BASE + 5,
-	PBP_STAT_N_STR_READS = PBP_STAT_T_BASE + 6,   /* str hashes for the checksum */
-	PBP_STAT_N_CODE_CACHED = PBP_STAT_T_BASE + 7, /* code checksums from the generation cache (3.14+) */
-	PBP_STAT_COUNT = PBP_STAT_T_BASE + 8,
+#define PBP_X_STAT(name, label) PBP_STAT_##name,
+	PBP_STAT_COUNTERS(PBP_X_STAT)
+	PBP_STAT_REASON_BASE,        /* + enum pbp_reason */
+	PBP_STAT_T_BEFORE = PBP_STAT_REASON_BASE + PBP_REASON_COUNT - 1,
+	PBP_STAT_TIMINGS(PBP_X_STAT)
+#undef PBP_X_STAT
+	PBP_STAT_COUNT,
+	PBP_STAT_T_BASE = PBP_STAT_T_BEFORE + 1,
 };
 
 /* ---- global configuration (BPF .rodata/.bss set before load) ---------------- */

@@ -19,12 +19,13 @@
 
 #include <gtest/gtest.h>
 
-#include "aggregator.h"
-#include "discovery.h"
-#include "procfs.h"
-#include "profile.h"
-#include "symbolizer.h"
-#include "target_memory.h"
+#include "engine/abi_names.h"
+#include "engine/aggregator.h"
+#include "targets/discovery.h"
+#include "sys/procfs.h"
+#include "engine/profile.h"
+#include "engine/symbolizer.h"
+#include "sys/target_memory.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -69,6 +70,8 @@ pbp_event sample(uint32_t pid, uint32_t tid, uint64_t ts, uint32_t cpu, uint64_t
     e.stack_id = stack_id;
     e.flags = flags;
     e.reason = reason;
+    e.kind = PBP_KIND_CPU;
+    e.weight_ns = 10'101'010;  // one period at 99 Hz
     return e;
 }
 
@@ -115,7 +118,7 @@ TEST(Aggregator, NoStackSamplesBecomeOneReasonFrame) {
     std::set<std::string> labels;
     uint64_t ts = 1000;
     for (uint32_t r = PBP_ERR_NO_INTERPRETER; r < PBP_REASON_COUNT; r++) {
-        std::string label = Aggregator::reason_label(r);
+        std::string label = pbp::reason_label(r);
         EXPECT_NE(label, "unknown") << "reason " << r << " has no label";
         EXPECT_FALSE(label.empty());
         labels.insert(label);
@@ -124,8 +127,8 @@ TEST(Aggregator, NoStackSamplesBecomeOneReasonFrame) {
         F.agg.on_sample(sample(pid, tid, ts++, 1, 0, 0, static_cast<uint16_t>(r)));
     }
     EXPECT_EQ(labels.size(), static_cast<size_t>(PBP_REASON_COUNT - 1)) << "labels must be distinct";
-    EXPECT_STREQ(Aggregator::reason_label(PBP_REASON_COUNT), "unknown");
-    EXPECT_STREQ(Aggregator::reason_label(0xffff), "unknown");
+    EXPECT_STREQ(pbp::reason_label(PBP_REASON_COUNT), "unknown");
+    EXPECT_STREQ(pbp::reason_label(0xffff), "unknown");
     EXPECT_TRUE(F.fake.calls.empty()) << "stack id 0 must never be looked up";
 
     auto& th = F.profile.processes.at(pid).threads.at(tid);
@@ -136,11 +139,11 @@ TEST(Aggregator, NoStackSamplesBecomeOneReasonFrame) {
         EXPECT_EQ(s1.stack, s2.stack);
         auto fr = frames_of(F.profile, s1.stack);
         ASSERT_EQ(fr.size(), 1u) << dump(fr);
-        EXPECT_EQ(fr[0].name, std::string("[") + Aggregator::reason_label(r) + "]");
+        EXPECT_EQ(fr[0].name, std::string("[") + pbp::reason_label(r) + "]");
         EXPECT_TRUE(fr[0].synthetic);
         EXPECT_EQ(fr[0].file, "");
         EXPECT_EQ(fr[0].line, 0);
-        EXPECT_EQ(F.profile.run.unresolved[Aggregator::reason_label(r)], 2u) << Aggregator::reason_label(r);
+        EXPECT_EQ(F.profile.run.unresolved[pbp::reason_label(r)], 2u) << pbp::reason_label(r);
     }
     EXPECT_EQ(F.profile.unresolved_total(), 2u * (PBP_REASON_COUNT - 1));
     EXPECT_EQ(F.profile.run.truncated, 0u);
@@ -214,10 +217,10 @@ TEST(Aggregator, PartialAddsARootMostMarkerAndIsUnresolved) {
     ASSERT_EQ(th.samples.size(), 1u);
     auto fr = frames_of(F.profile, th.samples[0].stack);
     ASSERT_EQ(fr.size(), 2u) << dump(fr);
-    EXPECT_EQ(fr[0].name, std::string("[partial stack: ") + Aggregator::reason_label(PBP_ERR_READ_FRAME) + "]");
+    EXPECT_EQ(fr[0].name, std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_FRAME) + "]");
     EXPECT_TRUE(fr[0].synthetic);
     EXPECT_EQ(fr[1].name, "[unknown: process no longer tracked]");
-    const std::string key = std::string("partial stack: ") + Aggregator::reason_label(PBP_ERR_READ_FRAME);
+    const std::string key = std::string("partial stack: ") + pbp::reason_label(PBP_ERR_READ_FRAME);
     EXPECT_EQ(F.profile.run.unresolved[key], 1u);
     // counted under the partial reason only, not twice
     EXPECT_EQ(F.profile.unresolved_total(), 1u);
@@ -249,9 +252,9 @@ TEST(Aggregator, FlagsOfEachSampleAreHonouredForACachedStackId) {
     ASSERT_FALSE(truncated.empty());
     EXPECT_EQ(truncated[0].name, "[truncated]") << dump(truncated);
     ASSERT_FALSE(partial.empty());
-    EXPECT_EQ(partial[0].name, std::string("[partial stack: ") + Aggregator::reason_label(PBP_ERR_READ_CODE) + "]")
+    EXPECT_EQ(partial[0].name, std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE) + "]")
         << dump(partial);
-    EXPECT_EQ(F.profile.run.unresolved[std::string("partial stack: ") + Aggregator::reason_label(PBP_ERR_READ_CODE)],
+    EXPECT_EQ(F.profile.run.unresolved[std::string("partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE)],
               1u);
 }
 
@@ -341,8 +344,8 @@ TEST(Aggregator, SamplesKeepTimestampsCpuAndOrderPerThread) {
     EXPECT_EQ(b.samples[1].ts_ns, 900u);
     EXPECT_EQ(b.samples[0].cpu, 5u);
     auto name_of = [&](const pbp::Sample& s) { return frames_of(F.profile, s.stack).at(0).name; };
-    EXPECT_EQ(name_of(a.samples[0]), std::string("[") + Aggregator::reason_label(PBP_ERR_NO_FRAME) + "]");
-    EXPECT_EQ(name_of(a.samples[2]), std::string("[") + Aggregator::reason_label(PBP_ERR_NO_TSTATE) + "]");
+    EXPECT_EQ(name_of(a.samples[0]), std::string("[") + pbp::reason_label(PBP_ERR_NO_FRAME) + "]");
+    EXPECT_EQ(name_of(a.samples[2]), std::string("[") + pbp::reason_label(PBP_ERR_NO_TSTATE) + "]");
     EXPECT_EQ(a.samples[0].stack, b.samples[1].stack);
     EXPECT_EQ(F.profile.total_threads(), 2u);
 

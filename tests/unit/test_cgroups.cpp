@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cgroup_target.h"
-#include "cgroups.h"
-#include "kube.h"
+#include "targets/cgroup_target.h"
+#include "targets/cgroups.h"
+#include "targets/kube.h"
 #include "test_support.h"
 
 namespace pbp::test {

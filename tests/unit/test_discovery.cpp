@@ -18,10 +18,10 @@
 
 #include <gtest/gtest.h>
 
-#include "discovery.h"
-#include "elf_file.h"
-#include "procfs.h"
-#include "target_memory.h"
+#include "targets/discovery.h"
+#include "sys/elf_file.h"
+#include "sys/procfs.h"
+#include "sys/target_memory.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

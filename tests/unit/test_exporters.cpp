@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "export/exporter.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

@@ -18,9 +18,9 @@
 
 #include "export/exporter.h"
 #include "export/html_report.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "synthetic_profile.h"
-#include "resource_sampler.h"
+#include "engine/resource_sampler.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

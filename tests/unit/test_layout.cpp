@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cpython/layout.h"
-#include "target_memory.h"
+#include "sys/target_memory.h"
 #include "test_support.h"
 
 using namespace pbp::cpython;

@@ -9,7 +9,7 @@
 
 #include "cpython/layout.h"
 #include "cpython/objects.h"
-#include "target_memory.h"
+#include "sys/target_memory.h"
 #include "test_support.h"
 
 using namespace pbp::cpython;

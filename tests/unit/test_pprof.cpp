@@ -13,7 +13,7 @@
 
 #include "export/exporter.h"
 #include "pprof_reader.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "test_support.h"
 
 namespace pbp {

@@ -1,6 +1,6 @@
 // The kernel checks made before loading BPF, with the kernel release and its BTF path given,
 // so kernels this machine does not run (below 5.8, without BTF) are checked too.
-#include "preflight.h"
+#include "sys/preflight.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

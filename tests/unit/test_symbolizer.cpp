@@ -17,9 +17,9 @@
 
 #include <gtest/gtest.h>
 
-#include "discovery.h"
-#include "symbolizer.h"
-#include "target_memory.h"
+#include "targets/discovery.h"
+#include "engine/symbolizer.h"
+#include "sys/target_memory.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

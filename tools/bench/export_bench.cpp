@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "export/exporter.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "synthetic_profile.h"
 
 using namespace pbp;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cpython/layout.h"
-#include "target_memory.h"
+#include "sys/target_memory.h"
 
 namespace pbp::cpython {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "profile.h"
+#include "engine/profile.h"
 
 namespace pbp {
 

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profile.h"
+#include "engine/profile.h"
 
 namespace pbp {
 

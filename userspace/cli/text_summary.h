@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "profile.h"
+#include "engine/profile.h"
 
 namespace pbp {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "cpython/layout.h"
-#include "profile.h"
+#include "engine/profile.h"
 #include "pybpfprof/abi.h"
-#include "target_memory.h"
+#include "sys/target_memory.h"
 
 namespace pbp {
 

@@ -1,4 +1,4 @@
-#include "resource_sampler.h"
+#include "engine/resource_sampler.h"
 
 #include <fcntl.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-#include "cgroups.h"
+#include "targets/cgroups.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "procfs.h"
+#include "sys/procfs.h"
 
 namespace pbp::cgroups {
 

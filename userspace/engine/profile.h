@@ -51,10 +51,20 @@ private:
     std::unordered_map<std::vector<uint32_t>, uint32_t, VecHash> index_;
 };
 
+// What a sample stands for (the ABI's enum pbp_sample_kind).
+enum class SampleKind : uint8_t {
+    Cpu = 1,     // on CPU: its weight is the sampling period
+    OffCpu = 2,  // off CPU: its weight is the interval the thread waited
+};
+const char* kind_name(SampleKind k);  // "cpu", "off-cpu"
+
+// A stack with a weight and a kind. Exporters sum weights: one sample is not one period.
 struct Sample {
-    uint64_t ts_ns;  // CLOCK_MONOTONIC, as stamped by BPF
-    uint32_t stack;  // StackTable index
-    uint32_t cpu;
+    uint64_t ts_ns = 0;      // CLOCK_MONOTONIC, as stamped by BPF
+    uint32_t stack = 0;      // StackTable index
+    uint16_t cpu = 0;
+    SampleKind kind = SampleKind::Cpu;
+    uint64_t weight_ns = 0;  // what the sample stands for, in ns
 };
 
 struct ThreadProfile {
@@ -124,6 +134,7 @@ struct Profile {
     std::map<uint32_t, ProcessProfile> processes;  // by host pid
 
     uint64_t total_samples() const;
+    uint64_t total_weight_ns(SampleKind k) const;
     size_t total_threads() const;
     uint64_t unresolved_total() const;
 };

@@ -1,4 +1,4 @@
-#include "kube.h"
+#include "targets/kube.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cctype>
 #include <sstream>
 
-#include "cgroups.h"
+#include "targets/cgroups.h"
 
 namespace pbp::kube {
 

@@ -1,4 +1,4 @@
-#include "profile.h"
+#include "engine/profile.h"
 
 #include <functional>
 
@@ -75,6 +75,23 @@ uint64_t Profile::total_samples() const {
     for (auto& [_, p] : processes)
         for (auto& [__, t] : p.threads) n += t.samples.size();
     return n;
+}
+
+uint64_t Profile::total_weight_ns(SampleKind k) const {
+    uint64_t n = 0;
+    for (auto& [_, p] : processes)
+        for (auto& [__, t] : p.threads)
+            for (auto& s : t.samples)
+                if (s.kind == k) n += s.weight_ns;
+    return n;
+}
+
+const char* kind_name(SampleKind k) {
+    switch (k) {
+        case SampleKind::Cpu: return "cpu";
+        case SampleKind::OffCpu: return "off-cpu";
+    }
+    return "unknown";
 }
 
 size_t Profile::total_threads() const {

@@ -1,5 +1,5 @@
 #include <algorithm>
-#include "session.h"
+#include "engine/session.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -20,21 +20,22 @@
 #include <sstream>
 #include <utility>
 
-#include "aggregator.h"
-#include "bpf_sampler.h"
-#include "cgroup_target.h"
-#include "cgroups.h"
-#include "discovery.h"
+#include "engine/abi_names.h"
+#include "engine/aggregator.h"
+#include "engine/bpf_sampler.h"
+#include "targets/cgroup_target.h"
+#include "targets/cgroups.h"
+#include "targets/discovery.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
-#include "kube.h"
-#include "launcher.h"
-#include "preflight.h"
-#include "procfs.h"
-#include "profile.h"
-#include "resource_sampler.h"
-#include "symbolizer.h"
-#include "text_summary.h"
+#include "targets/kube.h"
+#include "targets/launcher.h"
+#include "sys/preflight.h"
+#include "sys/procfs.h"
+#include "engine/profile.h"
+#include "engine/resource_sampler.h"
+#include "engine/symbolizer.h"
+#include "cli/text_summary.h"
 
 namespace pbp {
 
@@ -708,18 +709,9 @@ int Session::finish() {
         std::cerr << "  bpf_stats: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event over all CPUs ("
                   << run.bpf_run_cnt << " events)\n";
     if (getenv("PYBPFPROF_DEBUG")) {
-        static const char* names[] = {"samples", "emitted", "ringbuf_drop", "tstate_cache_hit", "tstate_walk",
-                                      "truncated", "stack_new", "event_drop", "sample_ns", "fresh_unwoken"};
-        static const char* timing[] = {"t_tstate_ns", "t_frame0_ns", "t_walk_ns", "t_stackmap_ns",
-                                       "frame_reads", "code_reads", "str_reads", "code_cached"};
         std::cerr << "  BPF stats:";
-        for (int i = 0; i < PBP_STAT_COUNT; i++)
-            if (st[i])
-                std::cerr << " "
-                          << (i < PBP_STAT_REASON_BASE ? names[i]
-                              : i < PBP_STAT_T_BASE    ? Aggregator::reason_label(i - PBP_STAT_REASON_BASE)
-                                                       : timing[i - PBP_STAT_T_BASE])
-                          << "=" << st[i];
+        for (uint32_t i = 0; i < PBP_STAT_COUNT; i++)
+            if (st[i]) std::cerr << " " << stat_label(i) << "=" << st[i];
         std::cerr << "\n";
         if (st[PBP_STAT_T_TSTATE] && st[PBP_STAT_SAMPLES]) {  // PYBPFPROF_TIMING
             uint64_t n = st[PBP_STAT_SAMPLES];

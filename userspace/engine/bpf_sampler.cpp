@@ -1,4 +1,4 @@
-#include "bpf_sampler.h"
+#include "engine/bpf_sampler.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -65,6 +65,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     s->use_loop_ = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
     if (getenv("PYBPFPROF_FORCE_NO_BPF_LOOP")) s->use_loop_ = false;
 
+    s->period_ns_ = static_cast<uint64_t>(std::llround(1e9 / cfg.rate_hz));
     auto cpus = online_cpus();
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, cpus.size() * (256 << 10));
     rb = pow2_at_least(rb);
@@ -85,6 +86,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             (cfg.watch_exec ? PBP_WATCH_EXEC : 0) | (cfg.cgroup_filter ? PBP_WATCH_CGROUP : 0);
         s->skel_->rodata->nolp_chunk = chunks[attempt];
         s->skel_->rodata->section_timing = getenv("PYBPFPROF_TIMING") ? 1 : 0;
+        s->skel_->rodata->sample_period_ns = s->period_ns_;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
@@ -144,8 +146,6 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         s->tp_links_.push_back(l);
     }
 
-    double rate = cfg.rate_hz;
-    s->period_ns_ = static_cast<uint64_t>(std::llround(1e9 / rate));
     bpf_program* prog = s->use_loop_ ? s->skel_->progs.on_sample : s->skel_->progs.on_sample_nolp;
     for (int cpu : cpus) {
         perf_event_attr attr{};

@@ -1,4 +1,4 @@
-#include "discovery.h"
+#include "targets/discovery.h"
 
 #include <dirent.h>
 #include <cerrno>
@@ -8,9 +8,9 @@
 #include <set>
 #include <vector>
 
-#include "elf_file.h"
-#include "procfs.h"
-#include "target_memory.h"
+#include "sys/elf_file.h"
+#include "sys/procfs.h"
+#include "sys/target_memory.h"
 
 namespace pbp {
 

@@ -1,4 +1,4 @@
-#include "procfs.h"
+#include "sys/procfs.h"
 
 #include <dirent.h>
 #include <fcntl.h>

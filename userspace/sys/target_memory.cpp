@@ -1,4 +1,4 @@
-#include "target_memory.h"
+#include "sys/target_memory.h"
 
 #include <sys/uio.h>
 

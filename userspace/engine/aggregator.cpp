@@ -1,28 +1,12 @@
-#include "aggregator.h"
+#include "engine/aggregator.h"
 
-#include "procfs.h"
+#include "engine/abi_names.h"
+#include "sys/procfs.h"
 
 namespace pbp {
 
 Aggregator::Aggregator(Profile& profile, Symbolizer& symbolizer, StackLookup lookup)
     : profile_(profile), symbolizer_(symbolizer), lookup_(std::move(lookup)), buf_(new pbp_stack()) {}
-
-const char* Aggregator::reason_label(uint32_t reason) {
-    switch (reason) {
-        case PBP_ERR_NO_INTERPRETER: return "interpreter starting or exiting";
-        case PBP_ERR_NO_TSTATE: return "native thread without a Python thread state";
-        case PBP_ERR_NO_FRAME: return "no Python frame";
-        case PBP_ERR_READ_RUNTIME: return "interpreter state unreadable";
-        case PBP_ERR_READ_FRAME: return "frame unreadable";
-        case PBP_ERR_READ_CODE: return "code object unreadable";
-        case PBP_ERR_NOT_CODE: return "not a code object";
-        case PBP_ERR_STACK_MAP: return "BPF stack map full";
-        case PBP_ERR_THREAD_WALK_LIMIT: return "thread list longer than the walk limit";
-        case PBP_ERR_TAIL_CALL: return "frame walk tail call failed";
-        case PBP_ERR_CFRAME_STALE: return "eval loop being entered: stack not settled";
-        default: return "unknown";
-    }
-}
 
 void Aggregator::add_process(const PythonTarget& t) {
     auto& p = profile_.processes[static_cast<uint32_t>(t.pid)];
@@ -147,7 +131,8 @@ void Aggregator::on_sample(const pbp_event& e) {
     if (!stack_problem_[stack_idx].empty()) profile_.run.unresolved[stack_problem_[stack_idx]]++;
     if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
     ThreadProfile& t = thread(proc, e.tid);
-    t.samples.push_back({e.ts_ns, stack_idx, e.cpu});
+    t.samples.push_back({e.ts_ns, stack_idx, static_cast<uint16_t>(e.cpu), static_cast<SampleKind>(e.kind),
+                         e.weight_ns});
     if (!proc.first_sample_ns || e.ts_ns < proc.first_sample_ns) proc.first_sample_ns = e.ts_ns;
     if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;
 }

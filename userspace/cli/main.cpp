@@ -1,8 +1,8 @@
 // pybpfprof: a system-wide CPython profiler built on eBPF.
 #include <csignal>
 
-#include "options.h"
-#include "session.h"
+#include "cli/options.h"
+#include "engine/session.h"
 
 int main(int argc, char** argv) {
     // A closed pipe (a launched command that died, a closed stdout) is an error to report,

@@ -1,7 +1,7 @@
 // The pipeline, start to end: discover -> configure the BPF side -> sample -> drain ->
 // symbolize -> aggregate -> export. Returns the process exit code.
 #pragma once
-#include "options.h"
+#include "cli/options.h"
 
 namespace pbp {
 

@@ -1,4 +1,4 @@
-#include "text_summary.h"
+#include "cli/text_summary.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "sys/preflight.h"
 
 #include <linux/capability.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "elf_file.h"
+#include "sys/elf_file.h"
 
 #include <fcntl.h>
 #include <gelf.h>

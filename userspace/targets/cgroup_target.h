@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "kube.h"
+#include "targets/kube.h"
 
 namespace pbp {
 

@@ -1,4 +1,4 @@
-#include "launcher.h"
+#include "targets/launcher.h"
 
 #include <fcntl.h>
 #include <signal.h>

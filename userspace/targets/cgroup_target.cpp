@@ -1,11 +1,11 @@
-#include "cgroup_target.h"
+#include "targets/cgroup_target.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 
-#include "cgroups.h"
+#include "targets/cgroups.h"
 
 namespace pbp {
 

@@ -8,10 +8,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "discovery.h"
-#include "profile.h"
+#include "targets/discovery.h"
+#include "engine/profile.h"
 #include "pybpfprof/abi.h"
-#include "symbolizer.h"
+#include "engine/symbolizer.h"
 
 namespace pbp {
 
@@ -27,8 +27,6 @@ public:
     // Re-reads the names of threads still alive (names are often set after a thread
     // starts, e.g. with prctl). active_only: just threads sampled since the last call.
     void refresh_thread_names(bool active_only = false);
-
-    static const char* reason_label(uint32_t reason);
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);

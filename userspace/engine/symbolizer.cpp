@@ -1,4 +1,4 @@
-#include "symbolizer.h"
+#include "engine/symbolizer.h"
 
 #include <cstdio>
 #include <cstdlib>
