@@ -1,17 +1,23 @@
-// Aggregator: ring-buffer sample records -> Profile. A fake stack map (counting lookups) and
-// a Symbolizer without processes (every looked-up frame is then "[unknown: ...]"), plus one
-// test with a live interpreter so fully resolved stacks are covered too. Thread names come
-// from this very process (/proc/self/task/TID/comm, set with prctl).
+// The engine's sample path, part by part: StackStore (BPF stack ids -> interned stacks, shared
+// by every session), Aggregator (one session's samples), ProcessRegistry (process and thread
+// metadata) and make_snapshot (a self-contained copy of a session's profile). The Fixture
+// drives them as the Engine does. A fake stack map (counting lookups) and a Symbolizer
+// without processes (every looked-up frame is then "[unknown: ...]"), plus tests with a live
+// interpreter so fully resolved stacks are covered too. Thread names come from this very
+// process (/proc/self/task/TID/comm, set with prctl).
 #include <sys/prctl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -21,17 +27,23 @@
 
 #include "engine/abi_names.h"
 #include "engine/aggregator.h"
-#include "targets/discovery.h"
-#include "sys/procfs.h"
+#include "engine/process_registry.h"
 #include "engine/profile.h"
+#include "engine/snapshot.h"
+#include "engine/stack_store.h"
 #include "engine/symbolizer.h"
+#include "sys/procfs.h"
 #include "sys/target_memory.h"
+#include "targets/discovery.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
 using pbp::Aggregator;
 using pbp::Frame;
+using pbp::ProcessRegistry;
 using pbp::Profile;
+using pbp::SampleKind;
+using pbp::StackStore;
 using pbp::Symbolizer;
 
 namespace {
@@ -48,7 +60,7 @@ struct FakeStacks {
         s.depth = static_cast<uint32_t>(leaf_first.size());
         for (size_t i = 0; i < leaf_first.size(); i++) s.frames[i] = leaf_first[i];
     }
-    Aggregator::StackLookup lookup() {
+    StackStore::StackLookup lookup() {
         return [this](uint64_t id, pbp_stack& out) {
             calls[id]++;
             auto it = stacks.find(id);
@@ -82,10 +94,70 @@ std::vector<Frame> frames_of(const Profile& p, uint32_t stack) {
     return v;
 }
 
+// Frames of a StackStore stack (what an Aggregator's samples index), root first.
+std::vector<Frame> frames_of(const StackStore& s, uint32_t stack) {
+    std::vector<Frame> v;
+    for (uint32_t f : s.stacks().at(stack)) v.push_back(s.frames().at(f));
+    return v;
+}
+
 std::string dump(const std::vector<Frame>& fs) {
     std::string s;
     for (auto& f : fs) s += "  " + f.name + (f.synthetic ? " (synthetic)" : "") + "\n";
     return s;
+}
+
+// Everything a snapshot holds, as text: two snapshots are equal when their texts are.
+std::string describe(const Profile& p) {
+    std::ostringstream o;
+    o << "truncated " << p.run.truncated << " unresolved";
+    for (auto& [k, v] : p.run.unresolved) o << " [" << k << "]=" << v;
+    o << "\n";
+    for (auto& [pid, pr] : p.processes) {
+        o << "pid " << pid << "/" << pr.pid << " ns " << pr.ns_pid << " comm " << pr.comm << " cmd " << pr.cmdline
+          << " exe " << pr.exe << " py " << pr.python << " exited " << pr.exited << " first " << pr.first_sample_ns
+          << " last " << pr.last_sample_ns << "\n";
+        for (auto& [k, v] : pr.labels) o << " label " << k << "=" << v << "\n";
+        for (auto& [tid, t] : pr.threads) {
+            o << " tid " << tid << "/" << t.tid << " ns " << t.ns_tid << " name " << t.name << "\n";
+            for (auto& s : t.samples) {
+                o << "  " << s.ts_ns << " cpu " << s.cpu << " kind " << int(s.kind) << " w " << s.weight_ns << ":";
+                for (auto& f : frames_of(p, s.stack))
+                    o << " " << f.name << "|" << f.file << ":" << f.line << (f.synthetic ? "*" : "");
+                o << "\n";
+            }
+        }
+    }
+    return o.str();
+}
+
+// A snapshot is self-contained and minimal: every index in range, every stack used by a
+// sample and every frame by a stack (nothing of another session's samples).
+::testing::AssertionResult self_contained(const Profile& p) {
+    std::set<uint32_t> used_stacks, used_frames;
+    for (auto& [pid, pr] : p.processes)
+        for (auto& [tid, t] : pr.threads)
+            for (auto& s : t.samples) {
+                if (s.stack >= p.stacks.size())
+                    return ::testing::AssertionFailure() << "stack " << s.stack << " out of range in pid " << pid;
+                used_stacks.insert(s.stack);
+            }
+    for (uint32_t st : used_stacks)
+        for (uint32_t f : p.stacks.at(st)) {
+            if (f >= p.frames.size()) return ::testing::AssertionFailure() << "frame " << f << " out of range";
+            used_frames.insert(f);
+        }
+    if (used_stacks.size() != p.stacks.size())
+        return ::testing::AssertionFailure() << p.stacks.size() << " stacks, " << used_stacks.size() << " used";
+    if (used_frames.size() != p.frames.size())
+        return ::testing::AssertionFailure() << p.frames.size() << " frames, " << used_frames.size() << " used";
+    return ::testing::AssertionSuccess();
+}
+
+std::set<std::string> frame_names(const Profile& p) {
+    std::set<std::string> n;
+    for (auto& f : p.frames.all()) n.insert(f.name);
+    return n;
 }
 
 // A pid that does not exist (above pid_max).
@@ -103,11 +175,48 @@ pbp::PythonTarget fake_target(pid_t pid) {
     return t;
 }
 
+std::string reason_frame(uint32_t r) { return std::string("[") + pbp::reason_label(r) + "]"; }
+
+// The engine's parts, driven as Engine does: one StackStore and one ProcessRegistry for all
+// sessions; 'agg' is the first session, more come from new_session().
 struct Fixture {
-    Profile profile;
     Symbolizer sym;
     FakeStacks fake;
-    Aggregator agg{profile, sym, fake.lookup()};
+    StackStore store{sym, fake.lookup()};
+    ProcessRegistry reg;
+    Aggregator agg{store};
+    std::vector<std::unique_ptr<Aggregator>> more;
+
+    Aggregator& new_session() { return *more.emplace_back(std::make_unique<Aggregator>(store)); }
+    std::vector<Aggregator*> all_sessions() {
+        std::vector<Aggregator*> v{&agg};
+        for (auto& a : more) v.push_back(a.get());
+        return v;
+    }
+
+    // A target registered (again, after an exec) with these sessions (default: agg).
+    void add_process(const pbp::PythonTarget& t, std::initializer_list<Aggregator*> sessions = {},
+                     std::map<std::string, std::string> labels = {}) {
+        store.reset_process(t.pid);
+        reg.add(t, std::move(labels));
+        if (sessions.size() == 0) agg.add_process(t.pid);
+        for (Aggregator* s : sessions) s->add_process(t.pid);
+    }
+    // One sample record, given to these sessions (default: agg); moves go to every session.
+    void on_sample(const pbp_event& e, std::initializer_list<Aggregator*> sessions = {}) {
+        uint32_t stack = store.stack_for(e);
+        reg.on_sample(e.pid, e.tid);
+        if (sessions.size() == 0) agg.on_sample(e, stack);
+        for (Aggregator* s : sessions) s->on_sample(e, stack);
+        if (auto moves = store.take_moves(); !moves.empty())
+            for (Aggregator* s : all_sessions()) s->apply(moves);
+    }
+    void exited(pid_t pid) {
+        reg.mark_exited(pid);
+        store.forget_process(pid);
+    }
+    Profile snap(const Aggregator& a) const { return make_snapshot(a.samples(), store, reg, pbp::RunInfo{}); }
+    Profile snap() const { return snap(agg); }
 };
 
 // ---- samples without a stack ---------------------------------------------------------------
@@ -123,46 +232,50 @@ TEST(Aggregator, NoStackSamplesBecomeOneReasonFrame) {
         EXPECT_FALSE(label.empty());
         labels.insert(label);
         // twice each: the same synthetic stack, counted twice
-        F.agg.on_sample(sample(pid, tid, ts++, 1, 0, 0, static_cast<uint16_t>(r)));
-        F.agg.on_sample(sample(pid, tid, ts++, 1, 0, 0, static_cast<uint16_t>(r)));
+        F.on_sample(sample(pid, tid, ts++, 1, 0, 0, static_cast<uint16_t>(r)));
+        F.on_sample(sample(pid, tid, ts++, 1, 0, 0, static_cast<uint16_t>(r)));
     }
     EXPECT_EQ(labels.size(), static_cast<size_t>(PBP_REASON_COUNT - 1)) << "labels must be distinct";
     EXPECT_STREQ(pbp::reason_label(PBP_REASON_COUNT), "unknown");
     EXPECT_STREQ(pbp::reason_label(0xffff), "unknown");
     EXPECT_TRUE(F.fake.calls.empty()) << "stack id 0 must never be looked up";
 
-    auto& th = F.profile.processes.at(pid).threads.at(tid);
+    Profile P = F.snap();
+    EXPECT_TRUE(self_contained(P));
+    auto& th = P.processes.at(pid).threads.at(tid);
     ASSERT_EQ(th.samples.size(), 2u * (PBP_REASON_COUNT - 1));
     for (uint32_t r = PBP_ERR_NO_INTERPRETER; r < PBP_REASON_COUNT; r++) {
         const auto& s1 = th.samples[2 * (r - 1)];
         const auto& s2 = th.samples[2 * (r - 1) + 1];
         EXPECT_EQ(s1.stack, s2.stack);
-        auto fr = frames_of(F.profile, s1.stack);
+        auto fr = frames_of(P, s1.stack);
         ASSERT_EQ(fr.size(), 1u) << dump(fr);
-        EXPECT_EQ(fr[0].name, std::string("[") + pbp::reason_label(r) + "]");
+        EXPECT_EQ(fr[0].name, reason_frame(r));
         EXPECT_TRUE(fr[0].synthetic);
         EXPECT_EQ(fr[0].file, "");
         EXPECT_EQ(fr[0].line, 0);
-        EXPECT_EQ(F.profile.run.unresolved[pbp::reason_label(r)], 2u) << pbp::reason_label(r);
+        EXPECT_EQ(P.run.unresolved[pbp::reason_label(r)], 2u) << pbp::reason_label(r);
     }
-    EXPECT_EQ(F.profile.unresolved_total(), 2u * (PBP_REASON_COUNT - 1));
-    EXPECT_EQ(F.profile.run.truncated, 0u);
-    EXPECT_EQ(F.profile.total_samples(), 2u * (PBP_REASON_COUNT - 1));
+    EXPECT_EQ(P.unresolved_total(), 2u * (PBP_REASON_COUNT - 1));
+    EXPECT_EQ(P.run.truncated, 0u);
+    EXPECT_EQ(P.total_samples(), 2u * (PBP_REASON_COUNT - 1));
+    EXPECT_EQ(F.agg.sample_count(), 2u * (PBP_REASON_COUNT - 1));
 }
 
 TEST(Aggregator, LookupFailureIsAnEvictedStack) {
     Fixture F;
     const uint32_t pid = absent_pid();
-    F.agg.on_sample(sample(pid, pid, 10, 0, 0xdeadbeef));
+    F.on_sample(sample(pid, pid, 10, 0, 0xdeadbeef));
     EXPECT_EQ(F.fake.calls[0xdeadbeef], 1);
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
+    Profile P = F.snap();
+    auto& th = P.processes.at(pid).threads.at(pid);
     ASSERT_EQ(th.samples.size(), 1u);
-    auto fr = frames_of(F.profile, th.samples[0].stack);
+    auto fr = frames_of(P, th.samples[0].stack);
     ASSERT_EQ(fr.size(), 1u) << dump(fr);
     EXPECT_EQ(fr[0].name, "[stack evicted before it was read]");
     EXPECT_TRUE(fr[0].synthetic);
-    EXPECT_EQ(F.profile.run.unresolved["stack evicted before it was read"], 1u);
-    EXPECT_EQ(F.profile.unresolved_total(), 1u);
+    EXPECT_EQ(P.run.unresolved["stack evicted before it was read"], 1u);
+    EXPECT_EQ(P.unresolved_total(), 1u);
 }
 
 // ---- looked-up stacks ----------------------------------------------------------------------
@@ -171,40 +284,48 @@ TEST(Aggregator, UnresolvableFramesAreCountedOncePerSample) {
     Fixture F;
     const uint32_t pid = absent_pid();
     F.fake.put(5, pid, {{0x1000, 1, 11}, {0x2000, 2, 22}, {0x3000, 3, 33}});
-    F.agg.on_sample(sample(pid, pid, 10, 0, 5));
-    F.agg.on_sample(sample(pid, pid, 20, 0, 5));
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
+    F.on_sample(sample(pid, pid, 10, 0, 5));
+    F.on_sample(sample(pid, pid, 20, 0, 5));
+    Profile P = F.snap();
+    auto& th = P.processes.at(pid).threads.at(pid);
     ASSERT_EQ(th.samples.size(), 2u);
     EXPECT_EQ(th.samples[0].stack, th.samples[1].stack);
-    auto fr = frames_of(F.profile, th.samples[0].stack);
+    auto fr = frames_of(P, th.samples[0].stack);
     ASSERT_EQ(fr.size(), 3u) << dump(fr);
     for (auto& f : fr) {
         EXPECT_TRUE(f.synthetic);
         EXPECT_EQ(f.name, "[unknown: process no longer tracked]");
     }
     // one per sample, not one per frame
-    EXPECT_EQ(F.profile.run.unresolved["process no longer tracked"], 2u);
-    EXPECT_EQ(F.profile.unresolved_total(), 2u);
+    EXPECT_EQ(P.run.unresolved["process no longer tracked"], 2u);
+    EXPECT_EQ(P.unresolved_total(), 2u);
 }
 
 TEST(Aggregator, TruncatedAddsARootMostMarker) {
     Fixture F;
     const uint32_t pid = absent_pid();
     F.fake.put(7, pid, {{0x1000, 1, 11}, {0x2000, 2, 22}});
-    F.agg.on_sample(sample(pid, pid, 10, 0, 7, PBP_F_TRUNCATED));
-    EXPECT_EQ(F.profile.run.truncated, 1u);
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
-    ASSERT_EQ(th.samples.size(), 1u);
-    auto fr = frames_of(F.profile, th.samples[0].stack);
-    ASSERT_EQ(fr.size(), 3u) << dump(fr);
-    EXPECT_EQ(fr[0].name, "[truncated]");
-    EXPECT_TRUE(fr[0].synthetic);
-    EXPECT_EQ(fr[1].name, "[unknown: process no longer tracked]");
-    EXPECT_EQ(fr[2].name, "[unknown: process no longer tracked]");
+    F.on_sample(sample(pid, pid, 10, 0, 7, PBP_F_TRUNCATED));
+    {
+        Profile P = F.snap();
+        EXPECT_EQ(P.run.truncated, 1u);
+        auto& th = P.processes.at(pid).threads.at(pid);
+        ASSERT_EQ(th.samples.size(), 1u);
+        auto fr = frames_of(P, th.samples[0].stack);
+        ASSERT_EQ(fr.size(), 3u) << dump(fr);
+        EXPECT_EQ(fr[0].name, "[truncated]");
+        EXPECT_TRUE(fr[0].synthetic);
+        EXPECT_EQ(fr[1].name, "[unknown: process no longer tracked]");
+        EXPECT_EQ(fr[2].name, "[unknown: process no longer tracked]");
+    }
     // the cached stack id keeps its marker, and every truncated sample is counted
-    F.agg.on_sample(sample(pid, pid, 20, 0, 7, PBP_F_TRUNCATED));
-    EXPECT_EQ(F.profile.run.truncated, 2u);
+    F.on_sample(sample(pid, pid, 20, 0, 7, PBP_F_TRUNCATED));
+    Profile P = F.snap();
+    EXPECT_EQ(P.run.truncated, 2u);
+    auto& th = P.processes.at(pid).threads.at(pid);
+    ASSERT_EQ(th.samples.size(), 2u);
     EXPECT_EQ(th.samples[1].stack, th.samples[0].stack);
+    EXPECT_EQ(frames_of(P, th.samples[1].stack).at(0).name, "[truncated]");
     EXPECT_EQ(F.fake.calls[7], 1);
 }
 
@@ -212,22 +333,26 @@ TEST(Aggregator, PartialAddsARootMostMarkerAndIsUnresolved) {
     Fixture F;
     const uint32_t pid = absent_pid();
     F.fake.put(9, pid, {{0x1000, 1, 11}});
-    F.agg.on_sample(sample(pid, pid, 10, 3, 9, PBP_F_PARTIAL, PBP_ERR_READ_FRAME));
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
-    ASSERT_EQ(th.samples.size(), 1u);
-    auto fr = frames_of(F.profile, th.samples[0].stack);
-    ASSERT_EQ(fr.size(), 2u) << dump(fr);
-    EXPECT_EQ(fr[0].name, std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_FRAME) + "]");
-    EXPECT_TRUE(fr[0].synthetic);
-    EXPECT_EQ(fr[1].name, "[unknown: process no longer tracked]");
+    F.on_sample(sample(pid, pid, 10, 3, 9, PBP_F_PARTIAL, PBP_ERR_READ_FRAME));
     const std::string key = std::string("partial stack: ") + pbp::reason_label(PBP_ERR_READ_FRAME);
-    EXPECT_EQ(F.profile.run.unresolved[key], 1u);
-    // counted under the partial reason only, not twice
-    EXPECT_EQ(F.profile.unresolved_total(), 1u);
-    EXPECT_EQ(F.profile.run.truncated, 0u);
-
-    F.agg.on_sample(sample(pid, pid, 11, 3, 9, PBP_F_PARTIAL, PBP_ERR_READ_FRAME));
-    EXPECT_EQ(F.profile.run.unresolved[key], 2u);
+    {
+        Profile P = F.snap();
+        auto& th = P.processes.at(pid).threads.at(pid);
+        ASSERT_EQ(th.samples.size(), 1u);
+        auto fr = frames_of(P, th.samples[0].stack);
+        ASSERT_EQ(fr.size(), 2u) << dump(fr);
+        EXPECT_EQ(fr[0].name, "[" + key + "]");
+        EXPECT_TRUE(fr[0].synthetic);
+        EXPECT_EQ(fr[1].name, "[unknown: process no longer tracked]");
+        EXPECT_EQ(P.run.unresolved[key], 1u);
+        // counted under the partial reason only, not twice
+        EXPECT_EQ(P.unresolved_total(), 1u);
+        EXPECT_EQ(P.run.truncated, 0u);
+    }
+    F.on_sample(sample(pid, pid, 11, 3, 9, PBP_F_PARTIAL, PBP_ERR_READ_FRAME));
+    Profile P = F.snap();
+    EXPECT_EQ(P.run.unresolved[key], 2u);
+    EXPECT_EQ(P.unresolved_total(), 2u);
     EXPECT_EQ(F.fake.calls[9], 1);
 }
 
@@ -239,14 +364,15 @@ TEST(Aggregator, FlagsOfEachSampleAreHonouredForACachedStackId) {
     Fixture F;
     const uint32_t pid = absent_pid();
     F.fake.put(13, pid, {{0x1000, 1, 11}, {0x2000, 2, 22}});
-    F.agg.on_sample(sample(pid, pid, 10, 0, 13));                   // complete
-    F.agg.on_sample(sample(pid, pid, 20, 0, 13, PBP_F_TRUNCATED));  // deeper: truncated
-    F.agg.on_sample(sample(pid, pid, 30, 0, 13, PBP_F_PARTIAL, PBP_ERR_READ_CODE));
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
+    F.on_sample(sample(pid, pid, 10, 0, 13));                   // complete
+    F.on_sample(sample(pid, pid, 20, 0, 13, PBP_F_TRUNCATED));  // deeper: truncated
+    F.on_sample(sample(pid, pid, 30, 0, 13, PBP_F_PARTIAL, PBP_ERR_READ_CODE));
+    Profile P = F.snap();
+    auto& th = P.processes.at(pid).threads.at(pid);
     ASSERT_EQ(th.samples.size(), 3u);
-    auto complete = frames_of(F.profile, th.samples[0].stack);
-    auto truncated = frames_of(F.profile, th.samples[1].stack);
-    auto partial = frames_of(F.profile, th.samples[2].stack);
+    auto complete = frames_of(P, th.samples[0].stack);
+    auto truncated = frames_of(P, th.samples[1].stack);
+    auto partial = frames_of(P, th.samples[2].stack);
     ASSERT_EQ(complete.size(), 2u) << dump(complete);
     EXPECT_NE(complete[0].name, "[truncated]");
     ASSERT_FALSE(truncated.empty());
@@ -254,8 +380,8 @@ TEST(Aggregator, FlagsOfEachSampleAreHonouredForACachedStackId) {
     ASSERT_FALSE(partial.empty());
     EXPECT_EQ(partial[0].name, std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE) + "]")
         << dump(partial);
-    EXPECT_EQ(F.profile.run.unresolved[std::string("partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE)],
-              1u);
+    EXPECT_EQ(P.run.unresolved[std::string("partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE)], 1u);
+    EXPECT_EQ(F.fake.calls[13], 1);
 }
 
 TEST(Aggregator, StackIdLookedUpOncePerPidAndAgainAfterExec) {
@@ -263,52 +389,73 @@ TEST(Aggregator, StackIdLookedUpOncePerPidAndAgainAfterExec) {
     const uint32_t me = static_cast<uint32_t>(getpid());
     const uint32_t other = absent_pid();
     F.fake.put(42, me, {{0x1000, 1, 11}});
-    F.agg.add_process(fake_target(static_cast<pid_t>(me)));
-    for (int i = 0; i < 5; i++) F.agg.on_sample(sample(me, me, 100 + i, 0, 42));
+    F.add_process(fake_target(static_cast<pid_t>(me)));
+    for (int i = 0; i < 5; i++) F.on_sample(sample(me, me, 100 + i, 0, 42));
     EXPECT_EQ(F.fake.calls[42], 1) << "the same stack id must be read from the map once";
 
     // Another process: its own cache (ids include the tgid in BPF, but never trust that).
-    F.agg.on_sample(sample(other, other, 200, 0, 42));
-    F.agg.on_sample(sample(other, other, 201, 0, 42));
+    F.on_sample(sample(other, other, 200, 0, 42));
+    F.on_sample(sample(other, other, 201, 0, 42));
     EXPECT_EQ(F.fake.calls[42], 2);
 
     // The process exec'd (registered again): its old ids mean nothing now.
-    F.agg.add_process(fake_target(static_cast<pid_t>(me)));
-    F.agg.on_sample(sample(me, me, 300, 0, 42));
-    F.agg.on_sample(sample(me, me, 301, 0, 42));
+    F.add_process(fake_target(static_cast<pid_t>(me)));
+    F.on_sample(sample(me, me, 300, 0, 42));
+    F.on_sample(sample(me, me, 301, 0, 42));
     EXPECT_EQ(F.fake.calls[42], 3);
     // the other process's cache was left alone
-    F.agg.on_sample(sample(other, other, 302, 0, 42));
+    F.on_sample(sample(other, other, 302, 0, 42));
     EXPECT_EQ(F.fake.calls[42], 3);
 
-    EXPECT_EQ(F.profile.processes.at(me).threads.at(me).samples.size(), 7u);
-    EXPECT_EQ(F.profile.processes.at(other).threads.at(other).samples.size(), 3u);
-    EXPECT_EQ(F.profile.total_samples(), 10u);
+    {
+        Profile P = F.snap();
+        EXPECT_EQ(P.processes.at(me).threads.at(me).samples.size(), 7u);
+        EXPECT_EQ(P.processes.at(other).threads.at(other).samples.size(), 3u);
+        EXPECT_EQ(P.total_samples(), 10u);
+        EXPECT_FALSE(P.processes.at(me).exited);
+    }
 
-    F.agg.mark_exited(static_cast<pid_t>(me));
-    EXPECT_TRUE(F.profile.processes.at(me).exited);
-    EXPECT_FALSE(F.profile.processes.at(other).exited);
+    F.exited(static_cast<pid_t>(me));
+    Profile P = F.snap();
+    EXPECT_TRUE(P.processes.at(me).exited);
+    EXPECT_FALSE(P.processes.at(other).exited);
+    EXPECT_EQ(P.total_samples(), 10u);
 }
 
 TEST(Aggregator, ProcessMetadataFromAddProcess) {
     Fixture F;
     pid_t me = getpid();
     auto t = fake_target(me);
-    F.agg.add_process(t);
-    auto& p = F.profile.processes.at(static_cast<uint32_t>(me));
-    EXPECT_EQ(p.pid, static_cast<uint32_t>(me));
-    EXPECT_EQ(p.comm, pbp::procfs::comm(me));
-    EXPECT_FALSE(p.comm.empty());
-    EXPECT_EQ(p.cmdline, pbp::procfs::cmdline(me));
-    EXPECT_NE(p.cmdline.find("pbp_unit_tests"), std::string::npos) << p.cmdline;
-    EXPECT_EQ(p.exe, pbp::procfs::exe(me));
-    EXPECT_EQ(p.python, t.describe());
-    EXPECT_FALSE(p.exited);
-    EXPECT_EQ(p.ns_pid, static_cast<uint32_t>(me));
-    F.agg.mark_exited(me);
-    EXPECT_TRUE(p.exited);
-    F.agg.add_process(t);  // exec'd: alive again
-    EXPECT_FALSE(p.exited);
+    F.add_process(t);
+    auto check = [&](const pbp::ProcessProfile& p) {
+        EXPECT_EQ(p.pid, static_cast<uint32_t>(me));
+        EXPECT_EQ(p.comm, pbp::procfs::comm(me));
+        EXPECT_FALSE(p.comm.empty());
+        EXPECT_EQ(p.cmdline, pbp::procfs::cmdline(me));
+        EXPECT_NE(p.cmdline.find("pbp_unit_tests"), std::string::npos) << p.cmdline;
+        EXPECT_EQ(p.exe, pbp::procfs::exe(me));
+        EXPECT_EQ(p.python, t.describe());
+        EXPECT_EQ(p.ns_pid, static_cast<uint32_t>(me));
+    };
+    // Listed in the session's snapshot though never sampled, with the registry's metadata.
+    {
+        Profile P = F.snap();
+        ASSERT_EQ(P.processes.count(static_cast<uint32_t>(me)), 1u);
+        check(P.processes.at(static_cast<uint32_t>(me)));
+        EXPECT_FALSE(P.processes.at(static_cast<uint32_t>(me)).exited);
+        EXPECT_EQ(P.total_samples(), 0u);
+    }
+    const pbp::ProcessProfile* m = F.reg.find(static_cast<uint32_t>(me));
+    ASSERT_NE(m, nullptr);
+    check(*m);
+    EXPECT_FALSE(m->exited);
+
+    F.exited(me);
+    EXPECT_TRUE(F.reg.find(static_cast<uint32_t>(me))->exited);
+    EXPECT_TRUE(F.snap().processes.at(static_cast<uint32_t>(me)).exited);
+    F.add_process(t);  // exec'd: alive again
+    EXPECT_FALSE(F.reg.find(static_cast<uint32_t>(me))->exited);
+    EXPECT_FALSE(F.snap().processes.at(static_cast<uint32_t>(me)).exited);
 }
 
 TEST(Aggregator, SamplesKeepTimestampsCpuAndOrderPerThread) {
@@ -316,43 +463,378 @@ TEST(Aggregator, SamplesKeepTimestampsCpuAndOrderPerThread) {
     const uint32_t pid = absent_pid();
     const uint32_t t1 = pid + 1, t2 = pid + 2;
     // arrival order across threads need not be time order; per thread it is
-    F.agg.on_sample(sample(pid, t1, 500, 2, 0, 0, PBP_ERR_NO_FRAME));
-    F.agg.on_sample(sample(pid, t2, 300, 5, 0, 0, PBP_ERR_NO_TSTATE));
-    F.agg.on_sample(sample(pid, t1, 600, 3, 0, 0, PBP_ERR_NO_FRAME));
-    F.agg.on_sample(sample(pid, t2, 900, 5, 0, 0, PBP_ERR_NO_FRAME));
-    F.agg.on_sample(sample(pid, t1, 700, 2, 0, 0, PBP_ERR_NO_TSTATE));
+    F.on_sample(sample(pid, t1, 500, 2, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, t2, 300, 5, 0, 0, PBP_ERR_NO_TSTATE));
+    F.on_sample(sample(pid, t1, 600, 3, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, t2, 900, 5, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, t1, 700, 2, 0, 0, PBP_ERR_NO_TSTATE));
 
-    auto& p = F.profile.processes.at(pid);
-    EXPECT_EQ(p.pid, pid);
-    EXPECT_EQ(p.first_sample_ns, 300u);
-    EXPECT_EQ(p.last_sample_ns, 900u);
-    ASSERT_EQ(p.threads.size(), 2u);
-    auto& a = p.threads.at(t1);
-    auto& b = p.threads.at(t2);
-    EXPECT_EQ(a.tid, t1);
-    EXPECT_EQ(b.tid, t2);
-    EXPECT_EQ(a.name, "thread") << "a thread without /proc entry gets a placeholder name";
-    ASSERT_EQ(a.samples.size(), 3u);
-    ASSERT_EQ(b.samples.size(), 2u);
-    EXPECT_EQ(a.samples[0].ts_ns, 500u);
-    EXPECT_EQ(a.samples[1].ts_ns, 600u);
-    EXPECT_EQ(a.samples[2].ts_ns, 700u);
-    EXPECT_EQ(a.samples[0].cpu, 2u);
-    EXPECT_EQ(a.samples[1].cpu, 3u);
-    EXPECT_EQ(a.samples[2].cpu, 2u);
-    EXPECT_EQ(b.samples[0].ts_ns, 300u);
-    EXPECT_EQ(b.samples[1].ts_ns, 900u);
-    EXPECT_EQ(b.samples[0].cpu, 5u);
-    auto name_of = [&](const pbp::Sample& s) { return frames_of(F.profile, s.stack).at(0).name; };
-    EXPECT_EQ(name_of(a.samples[0]), std::string("[") + pbp::reason_label(PBP_ERR_NO_FRAME) + "]");
-    EXPECT_EQ(name_of(a.samples[2]), std::string("[") + pbp::reason_label(PBP_ERR_NO_TSTATE) + "]");
-    EXPECT_EQ(a.samples[0].stack, b.samples[1].stack);
-    EXPECT_EQ(F.profile.total_threads(), 2u);
+    {
+        Profile P = F.snap();
+        auto& p = P.processes.at(pid);
+        EXPECT_EQ(p.pid, pid);
+        EXPECT_EQ(p.first_sample_ns, 300u);
+        EXPECT_EQ(p.last_sample_ns, 900u);
+        ASSERT_EQ(p.threads.size(), 2u);
+        auto& a = p.threads.at(t1);
+        auto& b = p.threads.at(t2);
+        EXPECT_EQ(a.tid, t1);
+        EXPECT_EQ(b.tid, t2);
+        EXPECT_EQ(a.name, "thread") << "a thread without /proc entry gets a placeholder name";
+        EXPECT_EQ(b.name, "thread");
+        ASSERT_EQ(a.samples.size(), 3u);
+        ASSERT_EQ(b.samples.size(), 2u);
+        EXPECT_EQ(a.samples[0].ts_ns, 500u);
+        EXPECT_EQ(a.samples[1].ts_ns, 600u);
+        EXPECT_EQ(a.samples[2].ts_ns, 700u);
+        EXPECT_EQ(a.samples[0].cpu, 2u);
+        EXPECT_EQ(a.samples[1].cpu, 3u);
+        EXPECT_EQ(a.samples[2].cpu, 2u);
+        EXPECT_EQ(b.samples[0].ts_ns, 300u);
+        EXPECT_EQ(b.samples[1].ts_ns, 900u);
+        EXPECT_EQ(b.samples[0].cpu, 5u);
+        auto name_of = [&](const pbp::Sample& s) { return frames_of(P, s.stack).at(0).name; };
+        EXPECT_EQ(name_of(a.samples[0]), reason_frame(PBP_ERR_NO_FRAME));
+        EXPECT_EQ(name_of(a.samples[2]), reason_frame(PBP_ERR_NO_TSTATE));
+        EXPECT_EQ(a.samples[0].stack, b.samples[1].stack);
+        EXPECT_EQ(P.total_threads(), 2u);
+    }
 
     // An earlier timestamp arriving late still moves first_sample_ns.
-    F.agg.on_sample(sample(pid, t2, 250, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, t2, 250, 0, 0, 0, PBP_ERR_NO_FRAME));
+    Profile P = F.snap();
+    auto& p = P.processes.at(pid);
     EXPECT_EQ(p.first_sample_ns, 250u);
     EXPECT_EQ(p.last_sample_ns, 900u);
+    EXPECT_EQ(p.threads.at(t2).samples.size(), 3u);
+}
+
+// ---- new in the split: kinds and weights, sessions, snapshots, moves ------------------------
+
+TEST(Aggregator, WeightAndKindComeFromTheRecord) {
+    Fixture F;
+    const uint32_t pid = absent_pid();
+    pbp_event on = sample(pid, pid, 10, 0, 0, 0, PBP_ERR_NO_FRAME);
+    on.kind = PBP_KIND_CPU;
+    on.weight_ns = 4'000'000;
+    pbp_event off = sample(pid, pid, 20, 1, 0, 0, PBP_ERR_NO_FRAME);
+    off.kind = PBP_KIND_OFF_CPU;
+    off.weight_ns = 123'456'789;
+    pbp_event off2 = off;
+    off2.ts_ns = 30;
+    off2.weight_ns = 1'000;
+    F.on_sample(on);
+    F.on_sample(off);
+    F.on_sample(off2);
+
+    auto check = [](const Profile& P, uint32_t pid) {
+        auto& s = P.processes.at(pid).threads.at(pid).samples;
+        ASSERT_EQ(s.size(), 3u);
+        EXPECT_EQ(s[0].kind, SampleKind::Cpu);
+        EXPECT_EQ(s[0].weight_ns, 4'000'000u);
+        EXPECT_EQ(s[1].kind, SampleKind::OffCpu);
+        EXPECT_EQ(s[1].weight_ns, 123'456'789u);
+        EXPECT_EQ(s[2].kind, SampleKind::OffCpu);
+        EXPECT_EQ(s[2].weight_ns, 1'000u);
+        EXPECT_EQ(P.total_weight_ns(SampleKind::Cpu), 4'000'000u);
+        EXPECT_EQ(P.total_weight_ns(SampleKind::OffCpu), 123'457'789u);
+    };
+    check(F.agg.samples(), pid);
+    check(F.snap(), pid);
+}
+
+// Two sessions on one StackStore: a record is symbolized once and lands in each session that
+// holds its process; each session's snapshot holds its own processes only, and just the
+// stacks and frames its samples use.
+TEST(StackStore, TwoSessionsShareLookupsAndSnapshotsHoldOnlyTheirOwn) {
+    Fixture F;
+    Aggregator& A = F.agg;
+    Aggregator& B = F.new_session();
+    const pid_t me = getpid();
+    const uint32_t shared = static_cast<uint32_t>(me);
+    const uint32_t only_a = absent_pid(), only_b = absent_pid() + 1;
+
+    F.add_process(fake_target(me), {&A, &B}, {{"container", "c0ffee"}});
+    F.fake.put(42, shared, {{0x1000, 1, 11}, {0x2000, 2, 22}});
+    F.fake.put(50, only_a, {{0x3000, 3, 33}});
+    F.fake.put(60, only_b, {{0x4000, 4, 44}});
+
+    for (int i = 0; i < 4; i++) F.on_sample(sample(shared, shared, 100 + i, 0, 42), {&A, &B});
+    EXPECT_EQ(F.fake.calls[42], 1) << "one lookup for both sessions";
+    F.on_sample(sample(only_a, only_a, 200, 0, 0, 0, PBP_ERR_NO_FRAME), {&A});
+    F.on_sample(sample(only_a, only_a, 201, 0, 50, PBP_F_PARTIAL, PBP_ERR_READ_FRAME), {&A});
+    F.on_sample(sample(only_b, only_b, 300, 0, 0, 0, PBP_ERR_NO_TSTATE), {&B});
+    F.on_sample(sample(only_b, only_b, 301, 0, 60, PBP_F_PARTIAL, PBP_ERR_READ_CODE), {&B});
+    F.on_sample(sample(only_b, only_b, 302, 0, 60, PBP_F_TRUNCATED), {&B});
+
+    // The sessions' samples index the store's one stack table.
+    const auto& sa = A.samples().processes.at(shared).threads.at(shared).samples;
+    const auto& sb = B.samples().processes.at(shared).threads.at(shared).samples;
+    ASSERT_EQ(sa.size(), 4u);
+    ASSERT_EQ(sb.size(), 4u);
+    for (size_t i = 0; i < 4; i++) {
+        EXPECT_EQ(sa[i].stack, sa[0].stack);
+        EXPECT_EQ(sb[i].stack, sa[0].stack);
+    }
+    EXPECT_EQ(frames_of(F.store, sa[0].stack).size(), 2u);
+    EXPECT_EQ(A.sample_count(), 6u);
+    EXPECT_EQ(B.sample_count(), 7u);
+
+    const std::string unknown = "[unknown: process no longer tracked]";
+    const std::string a_partial = std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_FRAME) + "]";
+    const std::string b_partial = std::string("[partial stack: ") + pbp::reason_label(PBP_ERR_READ_CODE) + "]";
+    const std::set<std::string> a_frames = {unknown, reason_frame(PBP_ERR_NO_FRAME), a_partial};
+    const std::set<std::string> b_frames = {unknown, reason_frame(PBP_ERR_NO_TSTATE), b_partial, "[truncated]"};
+    EXPECT_GE(F.store.frames().size(), 6u) << "the store holds both sessions' frames";
+
+    Profile PA = F.snap(A), PB = F.snap(B);
+    EXPECT_TRUE(self_contained(PA));
+    EXPECT_TRUE(self_contained(PB));
+    EXPECT_EQ(frame_names(PA), a_frames);
+    EXPECT_EQ(frame_names(PB), b_frames);
+    EXPECT_EQ(PA.frames.size(), a_frames.size());
+    EXPECT_EQ(PB.frames.size(), b_frames.size());
+    EXPECT_EQ(PA.stacks.size(), 3u);  // shared, [no Python frame], partial
+    EXPECT_EQ(PB.stacks.size(), 4u);  // shared, [native thread ...], partial, truncated
+
+    std::set<uint32_t> pids_a, pids_b;
+    for (auto& [pid, _] : PA.processes) pids_a.insert(pid);
+    for (auto& [pid, _] : PB.processes) pids_b.insert(pid);
+    EXPECT_EQ(pids_a, (std::set<uint32_t>{shared, only_a}));
+    EXPECT_EQ(pids_b, (std::set<uint32_t>{shared, only_b}));
+    EXPECT_EQ(PA.total_samples(), 6u);
+    EXPECT_EQ(PB.total_samples(), 7u);
+
+    // Counters are per session.
+    EXPECT_EQ(PA.run.unresolved.count(pbp::reason_label(PBP_ERR_NO_TSTATE)), 0u);
+    EXPECT_EQ(PB.run.unresolved.count(pbp::reason_label(PBP_ERR_NO_FRAME)), 0u);
+    EXPECT_EQ(PA.run.unresolved.at("process no longer tracked"), 4u);
+    EXPECT_EQ(PB.run.unresolved.at("process no longer tracked"), 5u);  // 4 shared + the truncated one
+    EXPECT_EQ(PA.run.unresolved.at(a_partial.substr(1, a_partial.size() - 2)), 1u);
+    EXPECT_EQ(PB.run.unresolved.at(b_partial.substr(1, b_partial.size() - 2)), 1u);
+    EXPECT_EQ(PA.run.truncated, 0u);
+    EXPECT_EQ(PB.run.truncated, 1u);
+
+    // Both sessions see the shared process's metadata, from the one registry.
+    for (const Profile* P : {&PA, &PB}) {
+        auto& p = P->processes.at(shared);
+        EXPECT_EQ(p.cmdline, pbp::procfs::cmdline(me));
+        EXPECT_EQ(p.labels.at("container"), "c0ffee");
+        EXPECT_EQ(p.threads.at(shared).name, pbp::procfs::thread_comm(me, me));
+        auto fr = frames_of(*P, p.threads.at(shared).samples.at(3).stack);
+        ASSERT_EQ(fr.size(), 2u) << dump(fr);
+        EXPECT_EQ(fr[0].name, unknown);
+    }
+}
+
+// A process registered again (exec) or forgotten (exit) loses its cached stack ids only.
+TEST(StackStore, ResetAndForgetDropOnlyThatProcessesIds) {
+    Fixture F;
+    const uint32_t p1 = absent_pid(), p2 = absent_pid() + 1;
+    F.fake.put(3, p1, {{0x1000, 1, 11}});
+    const uint32_t s1 = F.store.stack_for(sample(p1, p1, 1, 0, 3));
+    const uint32_t s2 = F.store.stack_for(sample(p2, p2, 2, 0, 3));
+    EXPECT_EQ(F.fake.calls[3], 2);
+    EXPECT_EQ(s1, s2) << "the same frames are one interned stack for every process";
+    EXPECT_EQ(F.store.problem(s1), "process no longer tracked");
+    const uint32_t t1 = F.store.stack_for(sample(p1, p1, 3, 0, 3, PBP_F_TRUNCATED));
+    EXPECT_NE(t1, s1);
+    EXPECT_EQ(F.store.stack_for(sample(p1, p1, 4, 0, 3, PBP_F_TRUNCATED)), t1);
+    EXPECT_EQ(F.fake.calls[3], 2);
+
+    F.store.forget_process(static_cast<pid_t>(p1));
+    EXPECT_EQ(F.store.stack_for(sample(p2, p2, 5, 0, 3)), s2);
+    EXPECT_EQ(F.fake.calls[3], 2) << "p2's ids survive p1's exit";
+    EXPECT_EQ(F.store.stack_for(sample(p1, p1, 6, 0, 3)), s1);
+    EXPECT_EQ(F.fake.calls[3], 3) << "p1's ids were dropped";
+
+    F.store.reset_process(static_cast<pid_t>(p2));
+    EXPECT_EQ(F.store.stack_for(sample(p1, p1, 7, 0, 3)), s1);
+    EXPECT_EQ(F.fake.calls[3], 3);
+    EXPECT_EQ(F.store.stack_for(sample(p2, p2, 8, 0, 3)), s2);
+    EXPECT_EQ(F.fake.calls[3], 4);
+    EXPECT_TRUE(F.store.take_moves().empty()) << "nothing transient here";
+
+    // A synthetic stack's problem is its reason; a reason stack is the same for every process.
+    const uint32_t r = F.store.stack_for(sample(p1, p1, 9, 0, 0, 0, PBP_ERR_NO_FRAME));
+    EXPECT_EQ(F.store.stack_for(sample(p2, p2, 9, 0, 0, 0, PBP_ERR_NO_FRAME)), r);
+    EXPECT_EQ(F.store.problem(r), pbp::reason_label(PBP_ERR_NO_FRAME));
+}
+
+// A snapshot is a copy: making it leaves the aggregator as it was, sampling goes on, a later
+// snapshot has the later samples, and the earlier snapshot does not change.
+TEST(Snapshot, OfACopyLeavesTheAggregatorUnchanged) {
+    Fixture F;
+    Aggregator& other = F.new_session();
+    const pid_t me = getpid();
+    const uint32_t pid = static_cast<uint32_t>(me), stranger = absent_pid();
+    // Another session's stacks first: this session's store indices are then not the
+    // snapshot's (which are numbered from 0).
+    F.on_sample(sample(stranger, stranger, 1, 0, 0, 0, PBP_ERR_NO_TSTATE), {&other});
+    F.on_sample(sample(stranger, stranger, 2, 0, 0, 0, PBP_ERR_READ_RUNTIME), {&other});
+
+    F.add_process(fake_target(me));
+    F.fake.put(11, pid, {{0x1000, 1, 11}});
+    F.on_sample(sample(pid, pid, 100, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, pid, 110, 1, 11));
+    const std::vector<pbp::Sample> before = F.agg.samples().processes.at(pid).threads.at(pid).samples;
+    ASSERT_EQ(before.size(), 2u);
+    EXPECT_GE(before[0].stack, 2u);
+
+    Profile s1 = F.snap();
+    const std::string s1_text = describe(s1);
+    EXPECT_TRUE(self_contained(s1));
+    EXPECT_EQ(s1.stacks.size(), 2u);
+    EXPECT_EQ(s1.total_samples(), 2u);
+    EXPECT_EQ(s1.processes.count(stranger), 0u);
+    EXPECT_EQ(s1.processes.at(pid).cmdline, pbp::procfs::cmdline(me));
+    EXPECT_EQ(frames_of(s1, s1.processes.at(pid).threads.at(pid).samples[0].stack).at(0).name,
+              reason_frame(PBP_ERR_NO_FRAME));
+
+    // The aggregator is untouched: store indices, no frames or stacks, no metadata.
+    const Profile& live = F.agg.samples();
+    EXPECT_EQ(live.frames.size(), 0u);
+    EXPECT_EQ(live.stacks.size(), 0u);
+    const auto& lp = live.processes.at(pid);
+    EXPECT_EQ(lp.cmdline, "");
+    EXPECT_EQ(lp.python, "");
+    EXPECT_EQ(lp.threads.at(pid).name, "");
+    ASSERT_EQ(lp.threads.at(pid).samples.size(), 2u);
+    for (size_t i = 0; i < 2; i++) {
+        EXPECT_EQ(lp.threads.at(pid).samples[i].stack, before[i].stack);
+        EXPECT_EQ(lp.threads.at(pid).samples[i].ts_ns, before[i].ts_ns);
+    }
+
+    // Sampling goes on; the registry changes too.
+    F.on_sample(sample(pid, pid, 120, 0, 11, PBP_F_TRUNCATED));
+    F.on_sample(sample(pid, pid + 1, 130, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.exited(me);
+    EXPECT_EQ(F.agg.sample_count(), 4u);
+
+    Profile s2 = F.snap();
+    EXPECT_TRUE(self_contained(s2));
+    EXPECT_EQ(s2.total_samples(), 4u);
+    EXPECT_EQ(s2.run.truncated, 1u);
+    EXPECT_TRUE(s2.processes.at(pid).exited);
+    EXPECT_EQ(s2.processes.at(pid).last_sample_ns, 130u);
+    EXPECT_EQ(s2.stacks.size(), 3u);
+
+    EXPECT_EQ(describe(s1), s1_text) << "an earlier snapshot does not change";
+    EXPECT_EQ(s1.total_samples(), 2u);
+    EXPECT_EQ(s1.run.truncated, 0u);
+    EXPECT_FALSE(s1.processes.at(pid).exited);
+    EXPECT_EQ(s1.processes.at(pid).last_sample_ns, 110u);
+    EXPECT_NE(describe(s2), s1_text);
+
+    // Making a snapshot twice gives the same.
+    EXPECT_EQ(describe(F.snap()), describe(s2));
+}
+
+// The run's fields come from the caller, its counters from the session's samples.
+TEST(Snapshot, RunInfoFromTheCallerCountsFromTheSamples) {
+    Fixture F;
+    const uint32_t pid = absent_pid();
+    F.fake.put(5, pid, {{0x1000, 1, 11}});
+    F.on_sample(sample(pid, pid, 10, 0, 5, PBP_F_TRUNCATED));
+    F.on_sample(sample(pid, pid, 20, 0, 0, 0, PBP_ERR_NO_FRAME));
+    pbp::RunInfo run;
+    run.target = "pid 1234";
+    run.rate_hz = 99;
+    run.period_ns = 10'101'010;
+    run.lost = 3;
+    run.start_mono_ns = 5;
+    run.end_mono_ns = 50;
+    run.unresolved["bogus"] = 9;  // not the session's: replaced
+    run.truncated = 77;
+    Profile P = make_snapshot(F.agg.samples(), F.store, F.reg, run);
+    EXPECT_EQ(P.run.target, "pid 1234");
+    EXPECT_EQ(P.run.rate_hz, 99);
+    EXPECT_EQ(P.run.period_ns, 10'101'010u);
+    EXPECT_EQ(P.run.lost, 3u);
+    EXPECT_EQ(P.run.start_mono_ns, 5u);
+    EXPECT_EQ(P.run.end_mono_ns, 50u);
+    EXPECT_EQ(P.run.truncated, 1u);
+    EXPECT_EQ(P.run.unresolved, (std::map<std::string, uint64_t>{{"process no longer tracked", 1},
+                                                                 {pbp::reason_label(PBP_ERR_NO_FRAME), 1}}));
+    // The final profile: the samples moved out of the session.
+    Profile fin = make_snapshot(F.agg.take(), F.store, F.reg, run);
+    EXPECT_EQ(describe(fin), describe(P));
+}
+
+// ---- process registry ----------------------------------------------------------------------
+
+TEST(ProcessRegistry, SampledBeforeRegisteredAndFill) {
+    ProcessRegistry reg;
+    const pid_t me = getpid();
+    const uint32_t absent = absent_pid();
+    EXPECT_EQ(reg.find(static_cast<uint32_t>(me)), nullptr);
+    // BPF knew the process first: what /proc says now.
+    reg.on_sample(static_cast<uint32_t>(me), static_cast<uint32_t>(me));
+    const pbp::ProcessProfile* m = reg.find(static_cast<uint32_t>(me));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->pid, static_cast<uint32_t>(me));
+    EXPECT_EQ(m->ns_pid, static_cast<uint32_t>(me));
+    EXPECT_EQ(m->comm, pbp::procfs::comm(me));
+    EXPECT_FALSE(m->comm.empty());
+    ASSERT_EQ(m->threads.count(static_cast<uint32_t>(me)), 1u);
+    EXPECT_EQ(m->threads.at(static_cast<uint32_t>(me)).name, pbp::procfs::thread_comm(me, me));
+    EXPECT_TRUE(m->threads.at(static_cast<uint32_t>(me)).samples.empty()) << "metadata only";
+
+    // Registered later: its full metadata, with labels.
+    reg.add(fake_target(me), {{"pod", "default/web-1"}});
+    m = reg.find(static_cast<uint32_t>(me));
+    EXPECT_EQ(m->cmdline, pbp::procfs::cmdline(me));
+    EXPECT_EQ(m->labels.at("pod"), "default/web-1");
+
+    // fill: metadata in, samples (and threads unknown to the registry) kept.
+    pbp::ProcessProfile out;
+    out.pid = static_cast<uint32_t>(me);
+    out.first_sample_ns = 5;
+    out.last_sample_ns = 9;
+    out.threads[static_cast<uint32_t>(me)].tid = static_cast<uint32_t>(me);
+    out.threads[static_cast<uint32_t>(me)].samples.push_back({5, 3, 1, SampleKind::OffCpu, 77});
+    out.threads[absent].tid = absent;
+    out.threads[absent].name = "kept";
+    reg.fill(out);
+    EXPECT_EQ(out.comm, m->comm);
+    EXPECT_EQ(out.cmdline, m->cmdline);
+    EXPECT_EQ(out.exe, m->exe);
+    EXPECT_EQ(out.python, fake_target(me).describe());
+    EXPECT_EQ(out.labels, m->labels);
+    EXPECT_EQ(out.first_sample_ns, 5u);
+    EXPECT_EQ(out.last_sample_ns, 9u);
+    auto& t = out.threads.at(static_cast<uint32_t>(me));
+    EXPECT_EQ(t.name, pbp::procfs::thread_comm(me, me));
+    EXPECT_EQ(t.ns_tid, static_cast<uint32_t>(me));
+    ASSERT_EQ(t.samples.size(), 1u);
+    EXPECT_EQ(t.samples[0].stack, 3u);
+    EXPECT_EQ(t.samples[0].weight_ns, 77u);
+    EXPECT_EQ(out.threads.at(absent).name, "kept");
+
+    // An unknown process is left as it was.
+    pbp::ProcessProfile unknown;
+    unknown.pid = absent;
+    unknown.comm = "mine";
+    reg.fill(unknown);
+    EXPECT_EQ(unknown.comm, "mine");
+    EXPECT_EQ(reg.find(absent), nullptr);
+}
+
+TEST(ProcessRegistry, MarkGoneExitedMarksOnlyProcessesThatAreGone) {
+    ProcessRegistry reg;
+    const pid_t me = getpid();
+    const uint32_t gone = absent_pid();
+    reg.add(fake_target(me), {});
+    reg.add(fake_target(static_cast<pid_t>(gone)), {});
+    reg.on_sample(gone + 1, gone + 1);  // sampled, never registered
+    ASSERT_NE(reg.find(gone), nullptr);
+    EXPECT_FALSE(reg.find(gone)->exited);
+    reg.mark_gone_exited();
+    EXPECT_TRUE(reg.find(gone)->exited);
+    EXPECT_TRUE(reg.find(gone + 1)->exited);
+    EXPECT_FALSE(reg.find(static_cast<uint32_t>(me))->exited);
+    reg.mark_exited(absent_pid() + 2);  // unknown: nothing happens
+    EXPECT_EQ(reg.find(absent_pid() + 2), nullptr);
 }
 
 // ---- thread names --------------------------------------------------------------------------
@@ -413,7 +895,7 @@ private:
 TEST(Aggregator, ThreadNamesFromProcAndRefreshed) {
     Fixture F;
     const pid_t me = getpid();
-    F.agg.add_process(fake_target(me));
+    F.add_process(fake_target(me));
 
     // The main thread (tid == pid), named with prctl.
     struct Restore {
@@ -422,69 +904,99 @@ TEST(Aggregator, ThreadNamesFromProcAndRefreshed) {
     } restore;
     prctl(PR_SET_NAME, "pbp-main-x", 0, 0, 0);
     ASSERT_EQ(gettid(), me) << "gtest runs tests on the main thread";
-    F.agg.on_sample(sample(me, gettid(), 10, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(me, gettid(), 10, 0, 0, 0, PBP_ERR_NO_FRAME));
 
     // Another thread (tid != pid).
     NamedThread worker("pbp-worker-1");
     ASSERT_NE(worker.tid(), me);
     ASSERT_EQ(pbp::procfs::thread_comm(me, worker.tid()), "pbp-worker-1");
-    F.agg.on_sample(sample(me, worker.tid(), 20, 1, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(me, worker.tid(), 20, 1, 0, 0, PBP_ERR_NO_FRAME));
 
-    auto& p = F.profile.processes.at(me);
-    auto& main_t = p.threads.at(me);
-    auto& work_t = p.threads.at(worker.tid());
-    EXPECT_EQ(main_t.name, "pbp-main-x");
-    EXPECT_EQ(work_t.name, "pbp-worker-1");
-    EXPECT_EQ(main_t.ns_tid, static_cast<uint32_t>(me));
-    EXPECT_EQ(work_t.ns_tid, static_cast<uint32_t>(worker.tid()));
+    auto name = [&](pid_t tid) { return F.snap().processes.at(me).threads.at(tid).name; };
+    {
+        Profile P = F.snap();
+        auto& p = P.processes.at(me);
+        auto& main_t = p.threads.at(me);
+        auto& work_t = p.threads.at(worker.tid());
+        EXPECT_EQ(main_t.name, "pbp-main-x");
+        EXPECT_EQ(work_t.name, "pbp-worker-1");
+        EXPECT_EQ(main_t.ns_tid, static_cast<uint32_t>(me));
+        EXPECT_EQ(work_t.ns_tid, static_cast<uint32_t>(worker.tid()));
+    }
 
     // Renamed later: not picked up by a further sample, but by refresh_thread_names().
     worker.rename("pbp-renamed");
     prctl(PR_SET_NAME, "pbp-main-y", 0, 0, 0);
-    F.agg.on_sample(sample(me, worker.tid(), 30, 1, 0, 0, PBP_ERR_NO_FRAME));
-    EXPECT_EQ(work_t.name, "pbp-worker-1");
-    F.agg.refresh_thread_names();
-    EXPECT_EQ(work_t.name, "pbp-renamed");
-    EXPECT_EQ(main_t.name, "pbp-main-y");
+    F.on_sample(sample(me, worker.tid(), 30, 1, 0, 0, PBP_ERR_NO_FRAME));
+    EXPECT_EQ(name(worker.tid()), "pbp-worker-1");
+    Profile stale = F.snap();
+    F.reg.refresh_thread_names();
+    EXPECT_EQ(name(worker.tid()), "pbp-renamed");
+    EXPECT_EQ(name(me), "pbp-main-y");
+    EXPECT_EQ(stale.processes.at(me).threads.at(worker.tid()).name, "pbp-worker-1") << "snapshots are copies";
 
     // Exited processes keep the names they had.
-    F.agg.mark_exited(me);
+    F.exited(me);
     worker.rename("pbp-after-exit");
-    F.agg.refresh_thread_names();
-    EXPECT_EQ(work_t.name, "pbp-renamed");
+    F.reg.refresh_thread_names();
+    EXPECT_EQ(name(worker.tid()), "pbp-renamed");
+}
+
+// refresh_thread_names(true) re-reads only threads sampled since they were last named.
+TEST(ProcessRegistry, RefreshActiveOnlyRereadsThreadsSampledSinceTheirNaming) {
+    Fixture F;
+    const pid_t me = getpid();
+    F.add_process(fake_target(me));
+    NamedThread busy("pbp-busy-1"), idle("pbp-idle-1");
+    F.on_sample(sample(me, busy.tid(), 10, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(me, idle.tid(), 11, 0, 0, 0, PBP_ERR_NO_FRAME));
+    auto name = [&](pid_t tid) { return F.reg.find(static_cast<uint32_t>(me))->threads.at(tid).name; };
+    EXPECT_EQ(name(busy.tid()), "pbp-busy-1");
+    EXPECT_EQ(name(idle.tid()), "pbp-idle-1");
+
+    busy.rename("pbp-busy-2");
+    idle.rename("pbp-idle-2");
+    F.reg.refresh_thread_names(true);  // neither sampled since its naming
+    EXPECT_EQ(name(busy.tid()), "pbp-busy-1");
+    EXPECT_EQ(name(idle.tid()), "pbp-idle-1");
+
+    F.on_sample(sample(me, busy.tid(), 12, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.reg.refresh_thread_names(true);
+    EXPECT_EQ(name(busy.tid()), "pbp-busy-2");
+    EXPECT_EQ(name(idle.tid()), "pbp-idle-1");
+    EXPECT_EQ(F.snap().processes.at(me).threads.at(busy.tid()).name, "pbp-busy-2");
+
+    F.reg.refresh_thread_names(false);  // all of them
+    EXPECT_EQ(name(idle.tid()), "pbp-idle-2");
 }
 
 TEST(Aggregator, RefreshKeepsNamesOfThreadsThatAreGone) {
     Fixture F;
     const pid_t me = getpid();
-    F.agg.add_process(fake_target(me));
+    F.add_process(fake_target(me));
     pid_t tid;
     {
         NamedThread worker("pbp-shortlived");
         tid = worker.tid();
-        F.agg.on_sample(sample(me, tid, 10, 0, 0, 0, PBP_ERR_NO_FRAME));
+        F.on_sample(sample(me, tid, 10, 0, 0, 0, PBP_ERR_NO_FRAME));
     }
     // Joined: /proc/self/task/TID is gone (give the kernel a moment to reap it).
     for (int i = 0; i < 200 && fs::exists("/proc/" + std::to_string(me) + "/task/" + std::to_string(tid)); i++)
         usleep(5000);
-    F.agg.refresh_thread_names();
-    EXPECT_EQ(F.profile.processes.at(me).threads.at(tid).name, "pbp-shortlived");
+    F.reg.refresh_thread_names();
+    EXPECT_EQ(F.snap().processes.at(me).threads.at(tid).name, "pbp-shortlived");
 }
 
 // ---- with a live interpreter: fully resolved stacks ----------------------------------------
 
-TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
-    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
-    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
-    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
-    const std::string& out = c.out();
-    struct Code {
-        uint64_t addr;
-        uint32_t instr;
-        int line;
-    };
+// The code objects unit_symbolizer_target.py reports: label -> (address, instruction, line).
+struct Code {
+    uint64_t addr;
+    uint32_t instr;
+    int line;
+};
+
+std::map<std::string, Code> reported_code(const std::string& out) {
     std::map<std::string, Code> code;
     std::istringstream is(out);
     for (std::string l; std::getline(is, l);) {
@@ -494,6 +1006,17 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
         int first;
         if (ls >> kind >> label && kind == "code" && ls >> k.addr >> first >> k.instr >> k.line) code[label] = k;
     }
+    return code;
+}
+
+TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
+    std::error_code ec;
+    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
+    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
+    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
+    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
+    const std::string& out = c.out();
+    std::map<std::string, Code> code = reported_code(out);
     ASSERT_TRUE(code.count("method") && code.count("modfunc") && code.count("module")) << out;
 
     pbp::Discoverer d;
@@ -510,21 +1033,23 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
     Fixture F;
     const uint32_t pid = static_cast<uint32_t>(c.pid());
     F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
-    F.agg.add_process(*r.target);
+    F.add_process(*r.target);
     const std::vector<pbp_frame> leaf_first = {frame(code["method"]), frame(code["modfunc"]), frame(code["module"])};
     F.fake.put(1, pid, leaf_first);
     F.fake.put(2, pid, leaf_first);  // same frames, another id (e.g. a deeper stack)
-    F.agg.on_sample(sample(pid, pid, 1000, 0, 1));
-    F.agg.on_sample(sample(pid, pid, 2000, 1, 2, PBP_F_TRUNCATED));
+    F.on_sample(sample(pid, pid, 1000, 0, 1));
+    F.on_sample(sample(pid, pid, 2000, 1, 2, PBP_F_TRUNCATED));
 
-    auto& p = F.profile.processes.at(pid);
+    Profile P = F.snap();
+    EXPECT_TRUE(self_contained(P));
+    auto& p = P.processes.at(pid);
     EXPECT_EQ(p.python, r.target->describe());
     EXPECT_NE(p.cmdline.find("unit_symbolizer_target.py"), std::string::npos) << p.cmdline;
     auto& th = p.threads.at(pid);
     EXPECT_EQ(th.name, pbp::procfs::thread_comm(c.pid(), c.pid()));
     ASSERT_EQ(th.samples.size(), 2u);
 
-    auto full = frames_of(F.profile, th.samples[0].stack);
+    auto full = frames_of(P, th.samples[0].stack);
     ASSERT_EQ(full.size(), 3u) << dump(full);
     EXPECT_EQ(full[0].name, "<module>");
     EXPECT_EQ(full[0].line, code["module"].line);
@@ -535,17 +1060,18 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
     EXPECT_EQ(full[2].file, script);
     for (auto& f : full) EXPECT_FALSE(f.synthetic);
 
-    auto trunc = frames_of(F.profile, th.samples[1].stack);
+    auto trunc = frames_of(P, th.samples[1].stack);
     ASSERT_EQ(trunc.size(), 4u) << dump(trunc);
     EXPECT_EQ(trunc[0].name, "[truncated]");
     EXPECT_EQ(std::vector<Frame>(trunc.begin() + 1, trunc.end()), full);
 
     // Resolved stacks are not "unresolved"; the truncated one is counted as truncated.
-    EXPECT_EQ(F.profile.unresolved_total(), 0u);
-    EXPECT_TRUE(F.profile.run.unresolved.empty());
-    EXPECT_EQ(F.profile.run.truncated, 1u);
+    EXPECT_EQ(P.unresolved_total(), 0u);
+    EXPECT_TRUE(P.run.unresolved.empty());
+    EXPECT_EQ(P.run.truncated, 1u);
     EXPECT_EQ(p.first_sample_ns, 1000u);
     EXPECT_EQ(p.last_sample_ns, 2000u);
+    EXPECT_EQ(F.store.problem(F.agg.samples().processes.at(pid).threads.at(pid).samples[0].stack), "");
 }
 
 // A stack whose first read did not match what BPF saw (a code object caught mid-change) is
@@ -557,15 +1083,10 @@ TEST(AggregatorLive, TransientlyUnresolvedStackIsReadAgainAndEarlierSamplesMove)
     std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
     pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
     ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
-    uint64_t addr = 0;
-    uint32_t instr = 0;
-    std::istringstream is(c.out());
-    for (std::string l; std::getline(is, l);) {
-        std::istringstream ls(l);
-        std::string kind, label;
-        int first, line;
-        if (ls >> kind >> label && kind == "code" && label == "modfunc") ls >> addr >> first >> instr >> line;
-    }
+    auto code = reported_code(c.out());
+    ASSERT_TRUE(code.count("modfunc")) << c.out();
+    const uint64_t addr = code["modfunc"].addr;
+    const uint32_t instr = code["modfunc"].instr;
     ASSERT_NE(addr, 0u) << c.out();
     pbp::Discoverer d;
     auto r = d.discover(c.pid());
@@ -579,35 +1100,122 @@ TEST(AggregatorLive, TransientlyUnresolvedStackIsReadAgainAndEarlierSamplesMove)
     Fixture F;
     const uint32_t pid = static_cast<uint32_t>(c.pid());
     F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
-    F.agg.add_process(*r.target);
+    // Two sessions hold the process; the second starts after the first sample.
+    Aggregator& A = F.agg;
+    Aggregator& B = F.new_session();
+    Aggregator& C = F.new_session();  // a session of other processes
+    F.add_process(*r.target, {&A});
     F.fake.put(7, pid, {{addr, instr, csum ^ 1}});  // as read mid-change: no match
-    F.agg.on_sample(sample(pid, pid, 1000, 0, 7));
-    F.agg.on_sample(sample(pid, pid, 1100, 0, 7, PBP_F_TRUNCATED));
-    auto& th = F.profile.processes.at(pid).threads.at(pid);
-    auto first = frames_of(F.profile, th.samples[0].stack);
-    ASSERT_EQ(first.size(), 1u) << dump(first);
-    EXPECT_EQ(first[0].name, std::string("[unknown: ") + Symbolizer::kFreed + "]");
-    EXPECT_EQ(F.profile.run.unresolved[Symbolizer::kFreed], 2u);
+    F.on_sample(sample(pid, pid, 1000, 0, 7), {&A});
+    B.add_process(static_cast<pid_t>(pid));
+    F.on_sample(sample(pid, pid, 1100, 0, 7, PBP_F_TRUNCATED), {&A, &B});
+    F.on_sample(sample(absent_pid(), absent_pid(), 1150, 0, 0, 0, PBP_ERR_NO_FRAME), {&C});
+    EXPECT_EQ(F.fake.calls[7], 2) << "read, then read again when the id came back";
+    Profile before = F.snap(A);
+    {
+        auto& th = before.processes.at(pid).threads.at(pid);
+        ASSERT_EQ(th.samples.size(), 2u);
+        auto first = frames_of(before, th.samples[0].stack);
+        ASSERT_EQ(first.size(), 1u) << dump(first);
+        EXPECT_EQ(first[0].name, std::string("[unknown: ") + Symbolizer::kFreed + "]");
+        EXPECT_EQ(before.run.unresolved[Symbolizer::kFreed], 2u);
+        EXPECT_EQ(F.snap(B).run.unresolved.at(Symbolizer::kFreed), 1u);
+    }
+    const std::string before_text = describe(before);
 
     F.fake.put(7, pid, {{addr, instr, csum}});  // the same id now reads cleanly
-    F.agg.on_sample(sample(pid, pid, 1200, 0, 7));
-    ASSERT_EQ(th.samples.size(), 3u);
-    for (auto& s : th.samples) {
-        auto fr = frames_of(F.profile, s.stack);
-        ASSERT_FALSE(fr.empty());
-        EXPECT_EQ(fr.back().name, "module_function") << dump(fr);
-        EXPECT_FALSE(fr.back().synthetic);
+    F.on_sample(sample(pid, pid, 1200, 0, 7), {&A, &B});
+    EXPECT_EQ(F.fake.calls[7], 3);
+    F.on_sample(sample(pid, pid, 1300, 0, 7), {&A});
+    EXPECT_EQ(F.fake.calls[7], 3) << "resolved: not read again";
+    for (Aggregator* s : {&A, &B}) {
+        Profile P = F.snap(*s);
+        EXPECT_TRUE(self_contained(P));
+        auto& th = P.processes.at(pid).threads.at(pid);
+        ASSERT_EQ(th.samples.size(), s == &A ? 4u : 2u);
+        for (auto& smp : th.samples) {
+            auto fr = frames_of(P, smp.stack);
+            ASSERT_FALSE(fr.empty());
+            EXPECT_EQ(fr.back().name, "module_function") << dump(fr);
+            EXPECT_FALSE(fr.back().synthetic);
+        }
+        if (s == &A) {
+            EXPECT_EQ(frames_of(P, th.samples[1].stack).front().name, "[truncated]");
+            EXPECT_EQ(th.samples[0].stack, th.samples[2].stack);
+            EXPECT_EQ(th.samples[0].stack, th.samples[3].stack);
+        } else {
+            EXPECT_EQ(frames_of(P, th.samples[0].stack).front().name, "[truncated]");
+            EXPECT_NE(frames_of(P, th.samples[1].stack).front().name, "[truncated]");
+        }
+        EXPECT_EQ(P.unresolved_total(), 0u);
+        EXPECT_TRUE(P.run.unresolved.empty());
+        EXPECT_EQ(P.run.truncated, 1u);
     }
-    EXPECT_EQ(frames_of(F.profile, th.samples[1].stack).front().name, "[truncated]");
-    EXPECT_EQ(th.samples[0].stack, th.samples[2].stack);
-    EXPECT_EQ(F.profile.unresolved_total(), 0u);
-    EXPECT_TRUE(F.profile.run.unresolved.empty());
+    // The other session is untouched, and an earlier snapshot keeps what it had.
+    EXPECT_EQ(F.snap(C).processes.count(pid), 0u);
+    EXPECT_EQ(F.snap(C).run.unresolved.at(pbp::reason_label(PBP_ERR_NO_FRAME)), 1u);
+    EXPECT_EQ(describe(before), before_text);
 
     // A stack that stays unresolved is read again a bounded number of times, then left alone.
     F.fake.put(8, pid, {{addr, instr, csum ^ 2}});
-    for (int i = 0; i < 50; i++) F.agg.on_sample(sample(pid, pid, 2000 + i, 0, 8));
+    for (int i = 0; i < 50; i++) F.on_sample(sample(pid, pid, 2000 + i, 0, 8), {&A});
     EXPECT_LE(F.fake.calls[8], 10);
-    EXPECT_EQ(F.profile.run.unresolved[Symbolizer::kFreed], 50u);
+    EXPECT_EQ(F.snap().run.unresolved[Symbolizer::kFreed], 50u);
+    EXPECT_EQ(F.snap(B).run.unresolved.count(Symbolizer::kFreed), 0u);
+}
+
+// Two stack ids of one process, both unresolved when first read: their frames are alike
+// ("[unknown: <problem>]" names no address), so both land on one interned stack. When one id
+// later resolves, only its own samples may move; the other id's stay unresolved (a move
+// names the BPF stack id, not just the shared stack).
+TEST(AggregatorLive, OnlyTheResolvedIdsSamplesMove) {
+    std::error_code ec;
+    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
+    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
+    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
+    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
+    auto code = reported_code(c.out());
+    ASSERT_TRUE(code.count("modfunc") && code.count("method")) << c.out();
+    pbp::Discoverer d;
+    auto r = d.discover(c.pid());
+    ASSERT_EQ(r.status, pbp::Discovery::Python) << r.reason;
+    pbp::ProcessMemory mem(c.pid());
+    auto csum_of = [&](const Code& k) {
+        uint8_t win[PBP_WINDOW] = {};
+        size_t len = r.target->layout.bpf.code_read_len;
+        EXPECT_TRUE(mem.read(k.addr, win, len));
+        return Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem);
+    };
+    const Code mf = code["modfunc"], me = code["method"];
+    const uint32_t mf_csum = csum_of(mf), me_csum = csum_of(me);
+
+    Fixture F;
+    const uint32_t pid = static_cast<uint32_t>(c.pid());
+    F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
+    F.add_process(*r.target);
+    F.fake.put(7, pid, {{mf.addr, mf.instr, mf_csum ^ 1}});  // resolves on a later read
+    F.fake.put(8, pid, {{me.addr, me.instr, me_csum ^ 1}});  // never resolves
+    F.on_sample(sample(pid, pid, 1000, 0, 8));
+    F.on_sample(sample(pid, pid, 1100, 0, 7));
+    {
+        Profile P = F.snap();
+        auto& th = P.processes.at(pid).threads.at(pid);
+        ASSERT_EQ(th.samples.size(), 2u);
+        EXPECT_EQ(frames_of(P, th.samples[0].stack), frames_of(P, th.samples[1].stack))
+            << "alike unresolved frames: one interned stack";
+        EXPECT_EQ(P.run.unresolved.at(Symbolizer::kFreed), 2u);
+    }
+    F.fake.put(7, pid, {{mf.addr, mf.instr, mf_csum}});
+    F.on_sample(sample(pid, pid, 1200, 0, 7));
+    Profile P = F.snap();
+    auto& th = P.processes.at(pid).threads.at(pid);
+    ASSERT_EQ(th.samples.size(), 3u);
+    auto id8 = frames_of(P, th.samples[0].stack);
+    ASSERT_EQ(id8.size(), 1u) << dump(id8);
+    EXPECT_EQ(id8[0].name, std::string("[unknown: ") + Symbolizer::kFreed + "]") << "id 8 never resolved";
+    EXPECT_EQ(frames_of(P, th.samples[1].stack).back().name, "module_function");
+    EXPECT_EQ(frames_of(P, th.samples[2].stack).back().name, "module_function");
+    EXPECT_EQ(P.run.unresolved[Symbolizer::kFreed], 1u);
 }
 
 }  // namespace

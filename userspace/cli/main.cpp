@@ -2,7 +2,7 @@
 #include <csignal>
 
 #include "cli/options.h"
-#include "engine/session.h"
+#include "cli/record.h"
 
 int main(int argc, char** argv) {
     // A closed pipe (a launched command that died, a closed stdout) is an error to report,
@@ -11,5 +11,5 @@ int main(int argc, char** argv) {
     pbp::Options opts;
     int code = 0;
     if (!pbp::parse_options(argc, argv, opts, code)) return code;
-    return pbp::run_session(opts);
+    return pbp::run_record(opts);
 }

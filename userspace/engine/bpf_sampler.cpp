@@ -40,10 +40,19 @@ std::vector<int> online_cpus() {
     return cpus;
 }
 
-int libbpf_quiet(enum libbpf_print_level level, const char* fmt, va_list args) {
-    if (level == LIBBPF_WARN && getenv("PYBPFPROF_DEBUG")) return vfprintf(stderr, fmt, args);
-    if (level == LIBBPF_DEBUG && getenv("PYBPFPROF_DEBUG") && std::string(getenv("PYBPFPROF_DEBUG")) == "2")
-        return vfprintf(stderr, fmt, args);
+// libbpf's log is process-wide: the level and sink of the last sampler opened.
+int g_libbpf_debug = 0;
+std::function<void(const std::string&)> g_libbpf_sink;
+
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+    if (!g_libbpf_sink || level == LIBBPF_INFO) return 0;
+    if ((level == LIBBPF_WARN && g_libbpf_debug >= 1) || (level == LIBBPF_DEBUG && g_libbpf_debug >= 2)) {
+        char buf[4096];
+        int n = vsnprintf(buf, sizeof buf, fmt, args);
+        std::string line(buf, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+        while (!line.empty() && line.back() == '\n') line.pop_back();
+        g_libbpf_sink(line);
+    }
     return 0;
 }
 
@@ -56,14 +65,16 @@ size_t pow2_at_least(size_t n) {
 }  // namespace
 
 std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler handler, std::string& error) {
-    libbpf_set_print(libbpf_quiet);
+    g_libbpf_debug = cfg.debug;
+    g_libbpf_sink = cfg.log;
+    libbpf_set_print(libbpf_log);
     std::unique_ptr<BpfSampler> s(new BpfSampler());
     s->handler_ = std::move(handler);
 
     // bpf_loop (5.17+) lets one program walk PBP_MAX_DEPTH frames; older kernels get the
     // program that walks PBP_NOLP_CHUNK frames per run and continues through tail calls.
     s->use_loop_ = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
-    if (getenv("PYBPFPROF_FORCE_NO_BPF_LOOP")) s->use_loop_ = false;
+    if (cfg.force_no_bpf_loop) s->use_loop_ = false;
 
     s->period_ns_ = static_cast<uint64_t>(std::llround(1e9 / cfg.rate_hz));
     auto cpus = online_cpus();
@@ -85,7 +96,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         s->skel_->rodata->watch_flags =
             (cfg.watch_exec ? PBP_WATCH_EXEC : 0) | (cfg.cgroup_filter ? PBP_WATCH_CGROUP : 0);
         s->skel_->rodata->nolp_chunk = chunks[attempt];
-        s->skel_->rodata->section_timing = getenv("PYBPFPROF_TIMING") ? 1 : 0;
+        s->skel_->rodata->section_timing = cfg.section_timing ? 1 : 0;
         s->skel_->rodata->sample_period_ns = s->period_ns_;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
@@ -107,15 +118,15 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         return nullptr;
     }
 
-    if (getenv("PYBPFPROF_DEBUG")) {  // verifier cost per program (kernels 5.16+ report it)
+    if (cfg.debug) {  // verifier cost per program (kernels 5.16+ report it)
         bpf_program* p;
         bpf_object__for_each_program(p, s->skel_->obj) {
             if (bpf_program__fd(p) < 0) continue;
             bpf_prog_info info{};
             uint32_t len = sizeof info;
-            if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) == 0)
-                fprintf(stderr, "pybpfprof: debug: %s: %u instructions verified, %u translated\n",
-                        bpf_program__name(p), info.verified_insns, info.xlated_prog_len / 8);
+            if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) == 0 && cfg.log)
+                cfg.log(std::string(bpf_program__name(p)) + ": " + std::to_string(info.verified_insns) +
+                        " instructions verified, " + std::to_string(info.xlated_prog_len / 8) + " translated");
         }
     }
 

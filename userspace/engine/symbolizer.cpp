@@ -97,9 +97,12 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     if (qn) name = cpython::read_unicode(*p.mem, obj, qn);
     if (!name && nm) name = cpython::read_unicode(*p.mem, obj, nm);
     if (!name) {
-        if (getenv("PYBPFPROF_DEBUG"))
-            fprintf(stderr, "pybpfprof: debug: code %#lx: qualname %#lx name %#lx unreadable\n", (unsigned long)addr,
-                    (unsigned long)qn, (unsigned long)nm);
+        if (debug_log_) {
+            char buf[128];
+            snprintf(buf, sizeof buf, "code %#lx: qualname %#lx name %#lx unreadable", (unsigned long)addr,
+                     (unsigned long)qn, (unsigned long)nm);
+            debug_log_(buf);
+        }
         problem = kNameUnreadable;
         return nullptr;
     }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,6 +45,8 @@ public:
                                   MemoryReader* mem = nullptr);
 
     size_t cached_code_objects() const;
+    // Where debug lines go (Knobs::debug); none by default: the symbolizer prints nothing.
+    void set_debug_log(std::function<void(const std::string&)> log) { debug_log_ = std::move(log); }
 
     // Problems a later read of the same code object can clear: it was read while changing
     // (its checksum or name did not match what BPF saw), not after its process was gone.
@@ -80,6 +83,7 @@ private:
 
     std::unordered_map<pid_t, Proc> procs_;
     const FrameTable* ids_table_ = nullptr;  // the table CodeInfo::frame_ids index into
+    std::function<void(const std::string&)> debug_log_;
 };
 
 }  // namespace pbp

@@ -1,11 +1,11 @@
-// The pipeline, start to end: discover -> configure the BPF side -> sample -> drain ->
-// symbolize -> aggregate -> export. Returns the process exit code.
+// `pybpfprof [record]`: profile the targets the options name with the engine, show a live
+// status line, write the output files and print the end-of-run summary. Returns the exit code.
 #pragma once
 #include "cli/options.h"
 
 namespace pbp {
 
-int run_session(const Options& opts);
+int run_record(const Options& opts);
 
 // Exit codes.
 constexpr int kExitOk = 0;

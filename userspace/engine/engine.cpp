@@ -1,0 +1,635 @@
+#include "engine/engine.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "engine/aggregator.h"
+#include "engine/bpf_sampler.h"
+#include "engine/process_registry.h"
+#include "engine/snapshot.h"
+#include "engine/stack_store.h"
+#include "engine/symbolizer.h"
+#include "sys/preflight.h"
+#include "sys/procfs.h"
+#include "targets/cgroup_target.h"
+#include "targets/cgroups.h"
+#include "targets/discovery.h"
+#include "targets/kube.h"
+#include "targets/launcher.h"
+
+namespace pbp {
+
+namespace {
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
+}
+
+int64_t real_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// Discovery retry schedule after an exec/fork, in ms since the event: dense at first
+// (shared-libpython builds map libpython within a few ms), then sparse.
+constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 1000, 2000};
+
+// A --pid target, discovered now (a process still in its dynamic loader gets 200 ms).
+Status discover_pid(Discoverer& d, pid_t pid, std::optional<PythonTarget>& out) {
+    const std::string p = std::to_string(pid);
+    if (pid == getpid()) return Status::bad_input("PID " + p + " is pybpfprof itself; pass the PID of a Python process");
+    DiscoveryResult r;
+    for (int i = 0; i < 20; i++) {
+        r = d.discover(pid);
+        if (r.status != Discovery::NotYet) break;
+        usleep(10000);
+    }
+    if (r.status == Discovery::Gone) return Status::bad_input("no process with PID " + p + "; check it with: ps -p " + p);
+    if (r.status == Discovery::Unsupported)
+        return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") cannot be profiled: " + r.reason);
+    if (r.status != Discovery::Python)
+        return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") is not a CPython process we can profile: " +
+                                 r.reason + "; pass the PID of a python process");
+    out = r.target;
+    return {};
+}
+
+// The cgroup2 mount, entered from a private cgroup namespace if need be (an agent container
+// with hostPID may be in one of its own).
+Status cgroup_mount(const EngineConfig& cfg, std::string& mount) {
+    struct stat st{};
+    if (stat(cfg.node_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return Status::bad_input("--node-root " + cfg.node_root +
+                                 " is not a directory; give the path where the node's / is mounted");
+    cgroups::enter_init_cgroup_namespace();
+    std::string error;
+    auto m = cgroups::hierarchy_mount(error);
+    if (!m) return Status::cannot_profile(error);
+    mount = *m;
+    return {};
+}
+
+std::string target_text(const TargetSpec& t) {
+    std::string s;
+    if (!t.cgroups.empty()) {
+        for (auto& c : t.cgroups) s += (s.empty() ? "cgroup " : ", ") + c;
+    } else if (t.all_python) {
+        s = "all-python";
+    } else if (!t.command.empty()) {
+        for (auto& a : t.command) s += (s.empty() ? "" : " ") + a;
+    } else {
+        for (pid_t p : t.pids) s += (s.empty() ? "pid " : ", pid ") + std::to_string(p);
+    }
+    return s;
+}
+
+}  // namespace
+
+// ---- the session -------------------------------------------------------------------------
+
+struct Session::WatchedCgroup {
+    std::string spec;
+    bool attached = false;
+    CgroupTarget target;
+};
+
+Session::Session(Engine& engine, SessionConfig cfg, EventSink sink)
+    : engine_(engine), cfg_(std::move(cfg)), sink_(std::move(sink)), agg_(new Aggregator(*engine.store_)) {
+    target_text_ = target_text(cfg_.targets);
+}
+
+Session::~Session() = default;
+
+uint64_t Session::sample_count() const { return agg_->sample_count(); }
+
+bool Session::in_launch_tree(pid_t pid, pid_t ppid) {
+    if (!launched_pid_) return false;
+    if (launch_tree_.count(pid) || launch_tree_.count(ppid)) {
+        launch_tree_.insert(pid);
+        return true;
+    }
+    pid_t cur = ppid;
+    for (int i = 0; i < 64 && cur > 1; i++) {
+        if (launch_tree_.count(cur)) {
+            launch_tree_.insert(pid);
+            return true;
+        }
+        auto st = procfs::read_status(cur);
+        if (!st) break;
+        cur = st->ppid;
+    }
+    return false;
+}
+
+bool Session::wants_new(pid_t pid, pid_t ppid, bool exec) {
+    const TargetSpec& t = cfg_.targets;
+    if (t.all_python) return true;
+    if (!t.cgroups.empty()) {
+        // BPF reports only execs under the watched cgroups when the engine was started so;
+        // otherwise the process's own cgroup decides.
+        if (engine_.cfg_.execs_only_in_cgroups) return true;
+        auto path = cgroups::v2_path_of(pid);
+        if (!path) return false;
+        return std::any_of(cgroups_.begin(), cgroups_.end(), [&](const WatchedCgroup& w) {
+            return w.attached && cgroups::is_under(*path, w.target.rel_path);
+        });
+    }
+    if (in_launch_tree(pid, ppid)) return true;
+    // A --pid target is followed through exec: out of Python (dropped, BPF already forgot it)
+    // and back into Python (profiled again).
+    return exec && (targets_.count(pid) || std::find(t.pids.begin(), t.pids.end(), pid) != t.pids.end());
+}
+
+RunInfo Session::run_info(uint64_t end_mono_ns) const {
+    RunInfo run;
+    run.target = target_text_;
+    run.command = cfg_.targets.command;
+    run.start_mono_ns = start_mono_ns_;
+    run.end_mono_ns = end_mono_ns;
+    run.start_unix_ns = start_unix_ns_;
+    run.rate_hz = engine_.cfg_.rate_hz;
+    run.period_ns = engine_.period_ns();
+    run.kernel = kernel_release();
+    run.version = PYBPFPROF_VERSION;
+    run.max_depth = static_cast<int>(engine_.max_depth_);
+    run.bpf_loop = engine_.uses_bpf_loop();
+    run.lost = engine_.lost();
+    if (engine_.sampler_) {
+        auto ps = engine_.sampler_->prog_stats();
+        run.bpf_run_time_ns = ps.run_time_ns;
+        run.bpf_run_cnt = ps.run_cnt;
+    }
+    return run;
+}
+
+Profile Session::snapshot() const {
+    return make_snapshot(agg_->samples(), *engine_.store_, *engine_.registry_, run_info(mono_ns()));
+}
+
+// ---- the engine ----------------------------------------------------------------------------
+
+struct Engine::NodeNames {
+    explicit NodeNames(const std::string& root) : node(root) {}
+    kube::Node node;  // pod and container names on this node
+};
+
+Engine::Engine(const EngineConfig& cfg) : cfg_(cfg) {}
+
+Engine::~Engine() {
+    sessions_.clear();
+    sampler_.reset();
+}
+
+void Engine::debug(const std::string& m) {
+    if (!cfg_.knobs.debug) return;
+    if (sessions_.empty()) early_debug_.push_back(m);  // from start(): for the first session
+    for (auto& s : sessions_) s->event({EngineEvent::Debug, 0, false, 0, m});
+}
+
+Status Engine::preflight(const EngineConfig& cfg) {
+    std::string error;
+    if (!check_privileges(error) || !check_kernel(cfg.btf_path, error)) return Status::cannot_profile(error);
+    return {};
+}
+
+Status Engine::validate(const EngineConfig& cfg, const SessionConfig& s) {
+    if (!s.targets.cgroups.empty()) {
+        std::string mount;
+        if (Status st = cgroup_mount(cfg, mount); !st.ok()) return st;
+        kube::Node node(cfg.node_root);
+        for (const auto& spec : s.targets.cgroups) {
+            auto r = resolve_cgroup(spec, mount, node);
+            if (r.status == CgroupResolve::Ambiguous || (r.status == CgroupResolve::NotFound && s.duration_s <= 0))
+                return Status::bad_input(r.message());
+        }
+    }
+    Discoverer d;
+    for (pid_t pid : s.targets.pids) {
+        std::optional<PythonTarget> t;
+        if (Status st = discover_pid(d, pid, t); !st.ok()) return st;
+    }
+    return {};
+}
+
+std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
+    status = preflight(cfg);
+    if (!status.ok()) return nullptr;
+    std::unique_ptr<Engine> e(new Engine(cfg));
+    auto log = [eng = e.get()](const std::string& m) { eng->debug(m); };
+    SamplerConfig sc;
+    sc.rate_hz = cfg.rate_hz;
+    // Every kind of target follows exec: --all-python and launched commands pick up new
+    // Python programs; a --pid target may exec into Python again.
+    sc.watch_exec = true;
+    sc.cgroup_filter = cfg.execs_only_in_cgroups;
+    sc.btf_path = cfg.btf_path;
+    sc.debug = cfg.knobs.debug;
+    sc.log = log;
+    sc.section_timing = cfg.knobs.section_timing;
+    sc.force_no_bpf_loop = cfg.knobs.force_no_bpf_loop;
+    std::string error;
+    e->sampler_ = BpfSampler::open(sc, [eng = e.get()](const pbp_event& ev) { eng->on_record(ev); }, error);
+    if (!e->sampler_) {
+        status = Status::cannot_profile(error);
+        return nullptr;
+    }
+    e->max_depth_ = e->sampler_->max_depth();
+    if (cfg.max_depth > 0) e->max_depth_ = std::min<uint32_t>(e->max_depth_, static_cast<uint32_t>(cfg.max_depth));
+    e->symbolizer_ = std::make_unique<Symbolizer>();
+    if (cfg.knobs.debug) e->symbolizer_->set_debug_log(log);
+    e->store_ = std::make_unique<StackStore>(
+        *e->symbolizer_, [eng = e.get()](uint64_t id, pbp_stack& out) { return eng->sampler_->lookup_stack(id, out); });
+    e->registry_ = std::make_unique<ProcessRegistry>();
+    e->discoverer_ = std::make_unique<Discoverer>();
+    e->node_ = std::make_unique<NodeNames>(cfg.node_root);
+    e->sampling_ = true;
+    return e;
+}
+
+uint64_t Engine::lost() const {
+    if (!sampler_) return final_stats_.size() > PBP_STAT_RINGBUF_DROP ? final_stats_[PBP_STAT_RINGBUF_DROP] : 0;
+    return sampler_->stats()[PBP_STAT_RINGBUF_DROP];
+}
+
+bool Engine::uses_bpf_loop() const { return sampler_ && sampler_->uses_bpf_loop(); }
+
+uint64_t Engine::period_ns() const { return sampler_ ? sampler_->period_ns() : 0; }
+
+std::vector<uint64_t> Engine::bpf_stats() const {
+    if (!sampler_) return final_stats_;
+    auto st = sampler_->stats();
+    return std::vector<uint64_t>(st.begin(), st.end());
+}
+
+Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& status) {
+    if (!sampling_) {
+        status = Status::cannot_profile("the engine has stopped sampling; start a new one");
+        return nullptr;
+    }
+    std::unique_ptr<Session> s(new Session(*this, cfg, std::move(sink)));
+    for (auto& m : std::exchange(early_debug_, {})) s->event({EngineEvent::Debug, 0, false, 0, m});
+    const TargetSpec& t = cfg.targets;
+
+    if (!t.cgroups.empty()) {
+        if (cgroup_mount_.empty()) {
+            status = cgroup_mount(cfg_, cgroup_mount_);
+            if (!status.ok()) return nullptr;
+        }
+        for (const auto& spec : t.cgroups) {
+            Session::WatchedCgroup w;
+            w.spec = spec;
+            auto r = resolve_cgroup(spec, cgroup_mount_, node_->node);
+            if (r.status == CgroupResolve::Found) {
+                w.target = r.target;
+            } else if (r.status == CgroupResolve::Ambiguous || cfg.duration_s <= 0) {
+                status = Status::bad_input(r.message());
+                return nullptr;
+            } else {
+                s->event({EngineEvent::CgroupWaiting, 0, false, 0, r.cause});
+            }
+            s->cgroups_.push_back(std::move(w));
+        }
+    }
+
+    std::vector<PythonTarget> initial;
+    for (pid_t pid : t.pids) {
+        std::optional<PythonTarget> found;
+        status = discover_pid(*discoverer_, pid, found);
+        if (!status.ok()) return nullptr;
+        initial.push_back(*found);
+    }
+
+    if (!t.command.empty()) {
+        s->launcher_ = std::make_unique<Launcher>();
+        std::string error;
+        if (!s->launcher_->start(t.command, error)) {
+            status = Status::cannot_profile("cannot start " + t.command[0] + ": " + error);
+            s->launcher_.reset();
+            return nullptr;
+        }
+        s->launched_pid_ = s->launcher_->pid();
+        s->launch_tree_.insert(s->launched_pid_);
+    }
+
+    Session* sp = s.get();
+    sessions_.push_back(std::move(s));
+    sp->start_mono_ns_ = mono_ns();
+    sp->start_unix_ns_ = real_ns();
+    if (cfg.duration_s > 0) sp->deadline_ns_ = sp->start_mono_ns_ + static_cast<uint64_t>(cfg.duration_s * 1e9);
+
+    for (auto& target : initial) register_target(*sp, target, true);
+    if (!t.cgroups.empty()) {
+        for (size_t i = 0; i < sp->cgroups_.size(); i++) {
+            if (sp->cgroups_[i].target.abs_path.empty()) continue;
+            if (!attach_cgroup(*sp, i, status)) {
+                stop(sp);
+                return nullptr;
+            }
+        }
+    } else if (t.all_python) {
+        size_t n = scan(*sp, procfs::all_pids(), false);
+        sp->event({EngineEvent::AllPythonScanned, 0, false, n});
+    }
+    if (sp->launcher_) {
+        sp->launcher_->release();
+        if (int err = sp->launcher_->wait_exec()) {
+            status = Status::bad_input("cannot run " + t.command[0] + ": " + strerror(err) +
+                                       "; check the command and your PATH");
+            while (!sp->launcher_->poll_exit()) usleep(1000);
+            stop(sp);
+            return nullptr;
+        }
+        schedule(sp->launched_pid_);
+        pending_[sp->launched_pid_].for_sessions.insert(sp);
+    }
+    status = {};
+    return sp;
+}
+
+size_t Engine::scan(Session& s, const std::vector<pid_t>& pids, bool announce) {
+    size_t n = 0;
+    for (pid_t pid : pids) {
+        if (pid == getpid() || s.targets_.count(pid)) continue;
+        if (auto p = pending_.find(pid); p != pending_.end()) {
+            p->second.for_sessions.insert(&s);
+            continue;
+        }
+        auto r = discoverer_->discover(pid);
+        if (r.status == Discovery::Python) {
+            if (register_target(s, *r.target, announce)) n++;
+        } else if (r.status == Discovery::NotYet) {
+            schedule(pid);
+            pending_[pid].for_sessions.insert(&s);
+        }
+    }
+    return n;
+}
+
+bool Engine::attach_cgroup(Session& s, size_t i, Status& st) {
+    auto& w = s.cgroups_[i];
+    std::string error;
+    if (!sampler_->set_cgroup(cgroup_slots_, w.target.abs_path, error)) {
+        st = Status::cannot_profile(error);
+        return false;
+    }
+    cgroup_slots_++;
+    w.attached = true;
+    // Execs from now on are reported by BPF; the processes already there are scanned.
+    size_t n = scan(s, cgroups::procs_under(w.target.abs_path), true);
+    EngineEvent e{EngineEvent::CgroupWatching, 0, false, n};
+    e.description = w.target.describe();
+    s.event(e);
+    return true;
+}
+
+void Engine::retry_cgroups(Session& s, uint64_t now) {
+    if (s.cgroups_.empty() || now - s.last_cgroup_retry_ns_ <= 250000000ULL) return;
+    s.last_cgroup_retry_ns_ = now;
+    for (size_t i = 0; i < s.cgroups_.size(); i++) {
+        if (s.cgroups_[i].attached) continue;
+        auto r = resolve_cgroup(s.cgroups_[i].spec, cgroup_mount_, node_->node);
+        if (r.status != CgroupResolve::Found) continue;
+        s.cgroups_[i].target = r.target;
+        Status st;
+        if (!attach_cgroup(s, i, st)) s.event({EngineEvent::Error, 0, false, 0, st.message});
+    }
+}
+
+bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
+    auto it = targets_.find(t.pid);
+    if (it == targets_.end()) {
+        pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
+        // For before/after measurements (tools/bench/run): every code object read, as before 3.14.
+        if (cfg_.knobs.no_code_cache) cfg.off.interp_code_gen = PBP_OFF_NONE;
+        symbolizer_->add_process(t.pid, t.layout, t.code_type_addr);
+        store_->reset_process(t.pid);
+        registry_->add(t, node_->node.labels_for(t.pid));
+        std::string error;
+        if (!sampler_->add_process(t.pid, cfg, error)) {
+            s.event({EngineEvent::Error, t.pid, false, 0, error});
+            return false;
+        }
+        it = targets_.emplace(t.pid, std::set<Session*>{}).first;
+    }
+    it->second.insert(&s);
+    s.targets_.insert(t.pid);
+    s.ever_.insert(t.pid);
+    s.agg_->add_process(t.pid);
+    if (!t.warning.empty())
+        s.event({EngineEvent::Warning, t.pid, false, 0, "PID " + std::to_string(t.pid) + ": " + t.warning});
+    EngineEvent e{EngineEvent::TargetAdded, t.pid, announce};
+    e.comm = procfs::comm(t.pid);
+    e.python = t.describe();
+    if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
+    s.event(e);
+    return true;
+}
+
+void Engine::forget_in_bpf(pid_t pid) {
+    sampler_->remove_process(pid);
+    symbolizer_->remove_process(pid);
+    store_->forget_process(pid);
+    targets_.erase(pid);
+}
+
+void Engine::release_target(Session& s, pid_t pid) {
+    s.targets_.erase(pid);
+    auto it = targets_.find(pid);
+    if (it == targets_.end()) return;
+    it->second.erase(&s);
+    if (it->second.empty()) forget_in_bpf(pid);
+}
+
+void Engine::target_gone(pid_t pid) {
+    if (!targets_.count(pid)) return;
+    // Samples already in the ring buffer are ordered before this point: consume them while
+    // the process's caches are still there, then forget it.
+    sampler_->drain();
+    registry_->refresh_thread_names(true);
+    auto it = targets_.find(pid);
+    if (it == targets_.end()) return;
+    for (Session* s : it->second) {
+        s->targets_.erase(pid);
+        if (!s->cfg_.targets.pids.empty()) s->exited_early_.insert(pid);
+    }
+    registry_->mark_exited(pid);
+    forget_in_bpf(pid);
+}
+
+void Engine::schedule(pid_t pid, uint64_t event_ns) {
+    auto& p = pending_[pid];
+    p.since_ns = mono_ns();
+    p.attempt = 0;
+    p.event_ns = event_ns;
+}
+
+void Engine::on_record(const pbp_event& e) {
+    switch (e.type) {
+        case PBP_EV_SAMPLE:
+            on_sample(e);
+            break;
+        case PBP_EV_EXEC:
+        case PBP_EV_FORK:
+            on_exec_or_fork(e);
+            break;
+        case PBP_EV_EXIT:
+            // Handled after the poll returns: never drain from inside the ring-buffer callback.
+            pending_.erase(static_cast<pid_t>(e.pid));
+            exits_.push_back(static_cast<pid_t>(e.pid));
+            break;
+    }
+}
+
+void Engine::on_sample(const pbp_event& e) {
+    auto it = targets_.find(static_cast<pid_t>(e.pid));
+    if (it == targets_.end()) return;  // forgotten while its record was queued
+    uint32_t stack = store_->stack_for(e);
+    registry_->on_sample(e.pid, e.tid);
+    for (Session* s : it->second)
+        if (e.ts_ns >= s->start_mono_ns_) s->agg_->on_sample(e, stack);  // not what was queued before it began
+    if (auto moves = store_->take_moves(); !moves.empty())
+        for (auto& s : sessions_) s->agg_->apply(moves);
+    if (cfg_.knobs.debug) {
+        pid_t pid = static_cast<pid_t>(e.pid);
+        if (first_seen_.insert(pid).second)
+            debug("PID " + std::to_string(e.pid) + " first sample at mono_ns " + std::to_string(e.ts_ns));
+        if (e.stack_id && first_stack_.insert(pid).second)
+            debug("PID " + std::to_string(e.pid) + " first python stack at mono_ns " + std::to_string(e.ts_ns));
+    }
+}
+
+void Engine::on_exec_or_fork(const pbp_event& e) {
+    pid_t pid = static_cast<pid_t>(e.pid);
+    if (pid == getpid()) return;
+    const bool exec = e.type == PBP_EV_EXEC;
+    std::set<Session*> wanting;
+    for (auto& s : sessions_)
+        if (s->wants_new(pid, static_cast<pid_t>(e.ppid), exec)) wanting.insert(s.get());
+    if (wanting.empty()) return;
+    if (exec && targets_.count(pid)) {
+        // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
+        for (Session* s : targets_[pid]) s->targets_.erase(pid);
+        forget_in_bpf(pid);
+    }
+    if (cfg_.knobs.debug && exec) {
+        first_seen_.erase(pid);
+        first_stack_.erase(pid);
+    }
+    schedule(pid, e.ts_ns);
+    pending_[pid].for_sessions.insert(wanting.begin(), wanting.end());
+}
+
+void Engine::run_pending() {
+    uint64_t now = mono_ns();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        pid_t pid = it->first;
+        Pending& p = it->second;
+        if (now < p.since_ns + kRetryMs[p.attempt] * 1000000ULL) {
+            ++it;
+            continue;
+        }
+        auto r = discoverer_->discover(pid);
+        bool done = true;
+        switch (r.status) {
+            case Discovery::Python: {
+                bool any = false;
+                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true);
+                if (any)
+                    debug("PID " + std::to_string(pid) + " registered at mono_ns " + std::to_string(mono_ns()) +
+                          " (event at " + std::to_string(p.event_ns) + ", attempt " + std::to_string(p.attempt) + ")");
+                break;
+            }
+            case Discovery::NotYet:
+                done = ++p.attempt >= std::size(kRetryMs);
+                break;
+            default:
+                break;
+        }
+        it = done ? pending_.erase(it) : std::next(it);
+    }
+}
+
+void Engine::check_done(Session& s, uint64_t now) {
+    if (s.done()) return;
+    if (s.deadline_ns_ && now >= s.deadline_ns_) {
+        s.done_reason_ = "duration reached";
+        return;
+    }
+    if (s.launcher_ && s.launcher_->poll_exit()) {
+        // The launched program is done: its last samples are already queued.
+        for (pid_t p : std::set<pid_t>(s.targets_))
+            if (!procfs::exists(p)) target_gone(p);
+        s.done_reason_ = "program exited";
+        return;
+    }
+    // A --pid target that exec'd out of Python is waited for: it may exec back.
+    const auto& pids = s.cfg_.targets.pids;
+    if (!pids.empty() && s.targets_.empty() &&
+        std::none_of(pending_.begin(), pending_.end(), [&](auto& p) { return p.second.for_sessions.count(&s); }) &&
+        std::none_of(pids.begin(), pids.end(), [](pid_t p) { return procfs::exists(p); }))
+        s.done_reason_ = "all targets exited";
+}
+
+int Engine::poll(int timeout_ms) {
+    if (!pending_.empty()) timeout_ms = std::min(timeout_ms, 2);
+    int n = sampler_->poll(timeout_ms);
+    if (n < 0 && n != -EINTR) return n;
+    uint64_t now = mono_ns();
+    for (pid_t p : std::exchange(exits_, {})) target_gone(p);
+    run_pending();
+    std::set<pid_t> live;
+    for (auto& [pid, _] : targets_) live.insert(pid);
+    registry_->sample_resources(live, now);
+    if (now - last_names_ns_ > 1000000000ULL) {
+        last_names_ns_ = now;
+        registry_->refresh_thread_names(true);
+    }
+    if (now - last_liveness_ns_ > 500000000ULL) {  // safety net for lost exit events
+        last_liveness_ns_ = now;
+        for (pid_t p : live)
+            if (!procfs::exists(p)) target_gone(p);
+    }
+    for (auto& s : sessions_) {
+        retry_cgroups(*s, now);
+        check_done(*s, now);
+    }
+    return n;
+}
+
+void Engine::stop_sampling() {
+    if (!sampling_) return;
+    sampling_ = false;
+    sampler_->stop_sampling();
+    while (sampler_->drain() > 0) {
+    }
+}
+
+Profile Engine::stop(Session* s) {
+    if (sessions_.size() == 1) stop_sampling();
+    else sampler_->drain();
+    registry_->refresh_thread_names();
+    registry_->mark_gone_exited();
+    RunInfo run = s->run_info(mono_ns());
+    Profile out = make_snapshot(s->agg_->take(), *store_, *registry_, run);
+    for (pid_t pid : std::set<pid_t>(s->targets_)) release_target(*s, pid);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        it->second.for_sessions.erase(s);
+        it = it->second.for_sessions.empty() ? pending_.erase(it) : std::next(it);
+    }
+    final_stats_ = bpf_stats();
+    sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [&](auto& p) { return p.get() == s; }),
+                    sessions_.end());
+    return out;
+}
+
+}  // namespace pbp

@@ -1,0 +1,237 @@
+// The profiling engine: discover -> configure BPF -> sample -> drain -> symbolize ->
+// aggregate, behind one object that every front-end drives (the CLI today; the agent, the
+// Python API and a live view next). It prints nothing and never exits: what happens reaches
+// the caller as events, and failures as a Status.
+//
+// One engine holds one BPF program. Several sessions subscribe to it, each with its own
+// targets and its own aggregation; what BPF samples is the union of their targets, each
+// sample goes to the sessions that want its process, and the work per stack (reading the
+// BPF stack map, symbolizing) is done once for all of them.
+//
+//   auto engine = Engine::start(config, status);
+//   Session* s = engine->subscribe(session_config, on_event, status);
+//   while (!s->done()) engine->poll(100);    // snapshot() at any time
+//   Profile final = engine->stop(s);
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/knobs.h"
+#include "engine/profile.h"
+#include "pybpfprof/abi.h"
+
+namespace pbp {
+
+class BpfSampler;
+class Symbolizer;
+class StackStore;
+class ProcessRegistry;
+class Discoverer;
+class Aggregator;
+class Launcher;
+struct PythonTarget;
+
+// What went wrong, as the CLI's exit codes tell it.
+enum class Failure {
+    None,
+    BadInput,       // a PID that does not exist or is not CPython, a cgroup that does not resolve, ...
+    CannotProfile,  // privileges, kernel, BPF, a command that cannot be started
+};
+
+struct Status {
+    Failure failure = Failure::None;
+    std::string message;  // one line: the cause and the fix
+    bool ok() const { return failure == Failure::None; }
+    static Status bad_input(std::string m) { return {Failure::BadInput, std::move(m)}; }
+    static Status cannot_profile(std::string m) { return {Failure::CannotProfile, std::move(m)}; }
+};
+
+struct EngineConfig {
+    double rate_hz = 99;           // samples per second per CPU
+    int max_depth = 0;             // deepest Python stack walked; 0 = the most the kernel allows
+    std::string btf_path;          // BTF when the kernel has none at /sys/kernel/btf/vmlinux
+    std::string node_root = "/";   // where the node's /var/log/pods etc. are (pod and container labels)
+    // Which execs BPF reports: every exec (--all-python, launched commands, a --pid followed
+    // through exec), or only those under the cgroups the sessions watch (--cgroup).
+    bool execs_only_in_cgroups = false;
+    Knobs knobs;
+};
+
+// What one session profiles: one of these kinds.
+struct TargetSpec {
+    std::vector<pid_t> pids;           // running processes (followed through exec)
+    bool all_python = false;           // every CPython process, new ones too
+    std::vector<std::string> cgroups;  // cgroup paths, pod UIDs, namespace/name, container IDs
+    std::vector<std::string> command;  // launched, with its descendants
+};
+
+struct SessionConfig {
+    TargetSpec targets;
+    // Stop after this long (0: when stopped, or when the targets are gone). A --cgroup that
+    // does not exist yet is waited for this long (without a duration it is an error).
+    double duration_s = 0;
+};
+
+// What the engine tells a session's owner while it runs.
+struct EngineEvent {
+    enum Kind {
+        TargetAdded,      // pid is profiled from now on (announce: say so to the user)
+        CgroupWaiting,    // a --cgroup target does not exist yet: message says why; waited for
+        CgroupWatching,   // a --cgroup target is watched: count CPython processes in it now
+        AllPythonScanned, // --all-python: count CPython processes were running at the start
+        Warning,          // message: something the user should know (the run goes on)
+        Error,            // message: something failed (the run goes on)
+        Debug,            // message: Knobs::debug lines
+    };
+    Kind kind;
+    pid_t pid = 0;
+    bool announce = false;
+    size_t count = 0;
+    std::string message;
+    // TargetAdded: the process as found; CgroupWatching: what is watched.
+    std::string comm, python, description;
+    std::map<std::string, std::string> labels;
+};
+using EventSink = std::function<void(const EngineEvent&)>;
+
+class Engine;
+
+// One subscription: its targets, its aggregation, its events.
+class Session {
+public:
+    ~Session();
+    // A consistent copy of the profile so far, while sampling goes on.
+    Profile snapshot() const;
+    // Finished by itself: the duration was reached, the launched program exited, or every
+    // --pid target is gone. done_reason() says which.
+    bool done() const { return !done_reason_.empty(); }
+    const std::string& done_reason() const { return done_reason_; }
+
+    uint64_t sample_count() const;
+    size_t targets_now() const { return targets_.size(); }
+    size_t targets_ever() const { return ever_.size(); }
+    // --pid targets that exited during the run (their samples are kept).
+    const std::set<pid_t>& exited_early() const { return exited_early_; }
+    bool launched() const { return launched_pid_ > 0; }
+    const SessionConfig& config() const { return cfg_; }
+
+private:
+    friend class Engine;
+    Session(Engine& engine, SessionConfig cfg, EventSink sink);
+    void event(EngineEvent e) const {
+        if (sink_) sink_(e);
+    }
+    // Does this session want pid, seen at an exec or fork (parent ppid)?
+    bool wants_new(pid_t pid, pid_t ppid, bool exec);
+    bool in_launch_tree(pid_t pid, pid_t ppid);
+    RunInfo run_info(uint64_t end_mono_ns) const;
+
+    Engine& engine_;
+    SessionConfig cfg_;
+    EventSink sink_;
+    std::unique_ptr<Aggregator> agg_;
+    std::set<pid_t> targets_, ever_, exited_early_, launch_tree_;
+    pid_t launched_pid_ = 0;
+    std::unique_ptr<Launcher> launcher_;
+    struct WatchedCgroup;
+    std::vector<WatchedCgroup> cgroups_;
+    uint64_t start_mono_ns_ = 0, deadline_ns_ = 0, last_cgroup_retry_ns_ = 0;
+    int64_t start_unix_ns_ = 0;
+    std::string done_reason_;
+    std::string target_text_;
+};
+
+class Engine {
+public:
+    // Before anything is loaded: root or CAP_BPF + CAP_PERFMON, kernel BTF and version.
+    static Status preflight(const EngineConfig& cfg);
+    // The same checks a session's subscribe makes, without loading BPF (to fail fast):
+    // every --pid is a CPython process, every --cgroup resolves (or is waited for).
+    static Status validate(const EngineConfig& cfg, const SessionConfig& s);
+
+    // Loads and attaches the BPF program (preflight included). nullptr and status on failure.
+    static std::unique_ptr<Engine> start(const EngineConfig& cfg, Status& status);
+    ~Engine();
+
+    // A new session. Its targets are registered now; a launched command is started (and
+    // profiled from its first instruction). nullptr and status when its targets are invalid.
+    Session* subscribe(const SessionConfig& cfg, EventSink sink, Status& status);
+
+    // One turn of the loop: waits up to timeout_ms for samples, then hands them to the
+    // sessions, registers newly discovered processes, forgets exited ones, retries cgroups
+    // and reads resource use. Returns records consumed, or -errno (-EINTR on a signal).
+    int poll(int timeout_ms);
+
+    // Ends a session and returns its final profile (everything BPF holds drained first).
+    // When it was the last session, sampling stops for good: a later subscribe fails.
+    Profile stop(Session* s);
+
+    // Engine-wide facts for status lines and summaries.
+    uint64_t lost() const;
+    uint32_t max_depth() const { return max_depth_; }
+    bool uses_bpf_loop() const;
+    uint64_t period_ns() const;
+    const EngineConfig& config() const { return cfg_; }
+    // BPF statistics (summed over CPUs), indexed by enum pbp_stat.
+    std::vector<uint64_t> bpf_stats() const;
+
+private:
+    friend class Session;
+    explicit Engine(const EngineConfig& cfg);
+    void debug(const std::string& m);
+    void on_record(const pbp_event& e);
+    void on_sample(const pbp_event& e);
+    void on_exec_or_fork(const pbp_event& e);
+    bool add_target(Session& s, pid_t pid, bool announce);      // discover now; register
+    bool register_target(Session& s, const PythonTarget& t, bool announce);
+    void release_target(Session& s, pid_t pid);
+    void target_gone(pid_t pid);                                  // exited: every session
+    void forget_in_bpf(pid_t pid);
+    size_t scan(Session& s, const std::vector<pid_t>& pids, bool announce);
+    void schedule(pid_t pid, uint64_t event_ns = 0);
+    void run_pending();
+    void retry_cgroups(Session& s, uint64_t now);
+    bool attach_cgroup(Session& s, size_t i, Status& st);
+    void check_done(Session& s, uint64_t now);
+    void stop_sampling();
+
+    EngineConfig cfg_;
+    std::unique_ptr<BpfSampler> sampler_;
+    std::unique_ptr<Symbolizer> symbolizer_;
+    std::unique_ptr<StackStore> store_;
+    std::unique_ptr<ProcessRegistry> registry_;
+    std::unique_ptr<Discoverer> discoverer_;
+    struct NodeNames;
+    std::unique_ptr<NodeNames> node_;
+    std::vector<std::unique_ptr<Session>> sessions_;
+
+    // Processes registered with BPF, and the sessions that want each.
+    std::map<pid_t, std::set<Session*>> targets_;
+    struct Pending {
+        uint64_t since_ns;
+        size_t attempt;
+        uint64_t event_ns;            // BPF timestamp of the exec/fork (0: found by a scan)
+        std::set<Session*> for_sessions;
+    };
+    std::map<pid_t, Pending> pending_;
+    std::vector<pid_t> exits_;        // exit events of the last poll
+    uint32_t generation_ = 0;         // bumped at each BPF registration
+    uint32_t max_depth_ = 0;
+    uint32_t cgroup_slots_ = 0;
+    std::string cgroup_mount_;
+    uint64_t last_names_ns_ = 0, last_liveness_ns_ = 0;
+    std::set<pid_t> first_seen_, first_stack_;  // Knobs::debug: first-sample lines
+    bool sampling_ = false;
+    std::vector<std::string> early_debug_;  // debug lines from start(), before any session
+    std::vector<uint64_t> final_stats_;
+};
+
+}  // namespace pbp

@@ -1,0 +1,19 @@
+// The hidden knobs: environment variables for debugging and before/after measurements. They
+// are read here, once, into the configuration; nothing else in pybpfprof calls getenv.
+#pragma once
+#include <string>
+
+namespace pbp {
+
+struct Knobs {
+    int debug = 0;                 // PYBPFPROF_DEBUG: 1 = debug lines (registration and first-sample
+                                   // times, BPF stats, verifier cost), 2 = also libbpf's debug log
+    bool section_timing = false;   // PYBPFPROF_TIMING: BPF times its sections (PBP_STAT_T_*)
+    bool force_no_bpf_loop = false;  // PYBPFPROF_FORCE_NO_BPF_LOOP: the tail-call walk even with bpf_loop
+    bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
+    std::string tmpdir = "/tmp";   // TMPDIR: where a fallback output goes
+
+    static Knobs from_environment();
+};
+
+}  // namespace pbp

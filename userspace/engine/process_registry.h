@@ -1,0 +1,49 @@
+// The one writer of process and thread metadata: command line, executable, Python version,
+// PID-namespace ids, container and pod labels, thread names, whether a process has exited,
+// and its CPU and RSS over time. Sessions' profiles take a copy at each snapshot.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+
+#include "engine/profile.h"
+#include "engine/resource_sampler.h"
+#include "targets/discovery.h"
+
+namespace pbp {
+
+class ProcessRegistry {
+public:
+    // A process became a target (again, after an exec): its metadata read now from /proc.
+    void add(const PythonTarget& t, std::map<std::string, std::string> labels);
+    // A sample of (pid, tid): the thread's name and namespace id are read the first time.
+    void on_sample(uint32_t pid, uint32_t tid);
+    // Re-reads the names of threads still alive (names are often set after a thread starts,
+    // e.g. with prctl). active_only: just threads sampled since their last naming.
+    void refresh_thread_names(bool active_only = false);
+    void mark_exited(pid_t pid);
+    // Marks every process that no longer exists (the end of a run: exit events can be lost).
+    void mark_gone_exited();
+    // CPU % and RSS of these processes, about once a second (see ResourceSampler).
+    void sample_resources(const std::set<pid_t>& pids, uint64_t now_ns) { resources_.maybe_sample(meta_, pids, now_ns); }
+
+    // The metadata of one process (threads hold names, no samples); nullptr when unknown.
+    const ProcessProfile* find(uint32_t pid) const;
+    // Copies pid's metadata into out, keeping out's samples (and threads).
+    void fill(ProcessProfile& out) const;
+
+private:
+    ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
+    Profile meta_;  // processes and threads without samples
+    struct Seen {
+        uint64_t samples = 0, named_at = 0;
+    };
+    std::unordered_map<uint64_t, Seen> seen_;  // (pid << 32 | tid)
+    ResourceSampler resources_;
+};
+
+}  // namespace pbp

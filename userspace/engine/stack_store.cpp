@@ -1,0 +1,84 @@
+#include "engine/stack_store.h"
+
+#include <map>
+
+#include "engine/abi_names.h"
+
+namespace pbp {
+
+StackStore::StackStore(Symbolizer& symbolizer, StackLookup lookup)
+    : symbolizer_(symbolizer), lookup_(std::move(lookup)), buf_(new pbp_stack()) {}
+
+void StackStore::reset_process(pid_t pid) { stack_ids_[pid].clear(); }
+
+void StackStore::forget_process(pid_t pid) { stack_ids_.erase(pid); }
+
+uint32_t StackStore::synthetic_stack(const std::string& name) {
+    Frame f;
+    f.name = "[" + name + "]";
+    f.synthetic = true;
+    uint32_t idx = stacks_.intern({frames_.intern(f)});
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    problem_[idx] = name;
+    return idx;
+}
+
+bool StackStore::resolve(pid_t pid, uint64_t stack_id, BaseStack& b) {
+    if (!lookup_(stack_id, *buf_)) return false;
+    std::map<std::string, uint64_t> problems;
+    b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
+    b.problem = problems.empty() ? "" : problems.begin()->first;
+    return true;
+}
+
+uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {
+    auto v = b.variants.find(variant);
+    if (v != b.variants.end()) return v->second;
+    std::string problem = b.problem;
+    std::vector<uint32_t> frames;
+    if (variant) {
+        Frame marker;
+        marker.synthetic = true;
+        if (variant >= 2) {
+            marker.name = std::string("[partial stack: ") + reason_label(variant - 2) + "]";
+            problem = std::string("partial stack: ") + reason_label(variant - 2);
+        } else {
+            marker.name = "[truncated]";
+        }
+        frames.push_back(frames_.intern(marker));
+    }
+    frames.insert(frames.end(), b.frames.begin(), b.frames.end());
+    uint32_t idx = stacks_.intern(frames);
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    problem_[idx] = problem;
+    b.variants.emplace(variant, idx);
+    return idx;
+}
+
+void StackStore::retry(pid_t pid, uint64_t stack_id, BaseStack& b) {
+    b.retries++;
+    BaseStack fresh;
+    if (!resolve(pid, stack_id, fresh) || !fresh.problem.empty()) return;
+    // The same id again proves the same code objects are alive (the id hashes their addresses
+    // and checksums), so the first read hit a transient state: re-point the samples so far.
+    for (auto& [variant, old_idx] : b.variants) moves_.push_back({pid, stack_id, old_idx, variant_stack(fresh, variant)});
+    b = std::move(fresh);
+}
+
+uint32_t StackStore::stack_for(const pbp_event& e) {
+    if (!e.stack_id) return synthetic_stack(reason_label(e.reason));
+    const pid_t pid = static_cast<pid_t>(e.pid);
+    auto& ids = stack_ids_[pid];
+    auto it = ids.find(e.stack_id);
+    if (it == ids.end()) {
+        BaseStack b;
+        if (!resolve(pid, e.stack_id, b)) return synthetic_stack("stack evicted before it was read");
+        it = ids.emplace(e.stack_id, std::move(b)).first;
+    } else if (Symbolizer::transient(it->second.problem) && it->second.retries < kMaxRetries) {
+        retry(pid, e.stack_id, it->second);
+    }
+    uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
+    return variant_stack(it->second, variant);
+}
+
+}  // namespace pbp

@@ -1,0 +1,85 @@
+// symbolize: BPF stack ids -> stacks of interned frames, done once for every session of the
+// engine. A stack id is read from the BPF stacks map once per process, symbolized, and
+// interned into one frame table and one stack table that all sessions' samples index into.
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/profile.h"
+#include "engine/symbolizer.h"
+#include "pybpfprof/abi.h"
+
+namespace pbp {
+
+// A stack whose first symbolization hit a transient state was read again and resolved: the
+// samples of process pid with BPF stack id stack_id, charged to stack 'from', belong to stack
+// 'to'. (Unresolved frames carry no address, so 'from' may be shared by other ids' samples.)
+struct StackMove {
+    pid_t pid;
+    uint64_t stack_id;
+    uint32_t from, to;
+};
+
+class StackStore {
+public:
+    using StackLookup = std::function<bool(uint64_t id, pbp_stack& out)>;
+    StackStore(Symbolizer& symbolizer, StackLookup lookup);
+
+    // A process became a target (again, after an exec): its BPF stack ids mean nothing now.
+    void reset_process(pid_t pid);
+    void forget_process(pid_t pid);
+
+    // The stack a sample lands on: the symbolized frames of its id, plus a root-most
+    // [truncated] / [partial stack] marker from this sample's own flags (the id is a hash of
+    // the frames only, so two samples with one id may differ in their flags); a one-frame
+    // "[reason]" stack for a sample without a stack.
+    uint32_t stack_for(const pbp_event& e);
+    // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
+    const std::string& problem(uint32_t stack) const { return problem_[stack]; }
+    // Its problem may clear on a later read of the same id (see StackMove).
+    bool transient(uint32_t stack) const { return Symbolizer::transient(problem_[stack]); }
+
+    const FrameTable& frames() const { return frames_; }
+    const StackTable& stacks() const { return stacks_; }
+
+    // Stacks resolved on a later read since the last call (see StackMove).
+    std::vector<StackMove> take_moves() { return std::exchange(moves_, {}); }
+
+private:
+    struct BaseStack {
+        uint32_t retries = 0;          // re-reads after a failed symbolization, see retry()
+        std::vector<uint32_t> frames;  // root first, interned
+        std::string problem;           // "" or why some frame is unresolved
+        // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
+        // [partial stack: reason]; made once, so a repeated sample costs one lookup.
+        std::unordered_map<uint32_t, uint32_t> variants;
+    };
+
+    uint32_t synthetic_stack(const std::string& name);
+    // Reads and symbolizes a BPF stack into b; false when the id is no longer in the map.
+    bool resolve(pid_t pid, uint64_t stack_id, BaseStack& b);
+    // The StackTable index of b with a marker variant, made once.
+    uint32_t variant_stack(BaseStack& b, uint32_t variant);
+    // A stack whose symbolization failed is seen again: re-read it (a code object can be
+    // caught mid-change, e.g. a str hash not computed yet); when it resolves now, the samples
+    // already charged to the unresolved stack move to the resolved one (take_moves).
+    void retry(pid_t pid, uint64_t stack_id, BaseStack& b);
+    static constexpr uint32_t kMaxRetries = 8;
+
+    Symbolizer& symbolizer_;
+    StackLookup lookup_;
+    FrameTable frames_;
+    StackTable stacks_;
+    std::vector<std::string> problem_;  // per StackTable index
+    std::unordered_map<pid_t, std::unordered_map<uint64_t, BaseStack>> stack_ids_;  // pid -> BPF id
+    std::unique_ptr<pbp_stack> buf_;
+    std::vector<StackMove> moves_;
+};
+
+}  // namespace pbp
