@@ -71,7 +71,7 @@ struct Builder {
         auto& t = pr.threads.at(tid);
         for (int k = 0; k < n; k++) {
             uint64_t ts = kStart + at_ms * 1'000'000ULL + k * kPeriod;
-            t.samples.push_back({ts, s, 0});
+            t.samples.push_back({ts, s, 0, SampleKind::Cpu, kPeriod});
             if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
             pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
         }
@@ -253,7 +253,7 @@ TEST(HtmlReport, RegisteredAsAFormat) {
 TEST(HtmlReport, EmbedsTheAggregatedRun) {
     Profile p = two_process_profile();
     std::ostringstream os;
-    make_exporter("html")->write(p, os);
+    make_exporter("html")->write(p, {}, os);
     std::string html = os.str();
     ASSERT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
     json d = embedded_data(html);
@@ -330,7 +330,7 @@ TEST(HtmlReport, RawDownloadIsTheSpeedscopeJson) {
     ASSERT_FALSE(b64.empty());
     b64 = b64.substr(b64.find('>') + 1);
     std::ostringstream want;
-    make_exporter("speedscope")->write(p, want);
+    make_exporter("speedscope")->write(p, {}, want);
     EXPECT_EQ(gunzip(unbase64(b64)), want.str());
 }
 
@@ -363,7 +363,7 @@ TEST(HtmlReport, HourLongHundredProcessRunStaysUnder20MB) {
     Profile p = large_profile(100, 3600);
     double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     HtmlReportStats st;
-    std::string html = render_html_report(p, {}, &st);
+    std::string html = render_html_report(p, {}, {}, &st);
     EXPECT_LT(html.size(), 20'000'000u);
     EXPECT_EQ(st.bytes, html.size());
     std::cout << "[ report   ] " << p.total_samples() << " samples, " << p.processes.size() << " processes, "
@@ -390,7 +390,7 @@ TEST(HtmlReport, TightBudgetsDegradeGracefully) {
         HtmlReportLimits lim;
         lim.max_cells = cells;
         HtmlReportStats st;
-        std::string html = render_html_report(p, lim, &st);
+        std::string html = render_html_report(p, {}, lim, &st);
         json d = embedded_data(html);
         ASSERT_FALSE(d.is_discarded());
         EXPECT_LE(st.cells, cells) << st.note;
@@ -399,7 +399,7 @@ TEST(HtmlReport, TightBudgetsDegradeGracefully) {
     HtmlReportLimits small;
     small.max_raw_embed_bytes = 1000;
     HtmlReportStats st;
-    std::string html = render_html_report(p, small, &st);
+    std::string html = render_html_report(p, {}, small, &st);
     EXPECT_FALSE(st.raw_embedded);
     EXPECT_NE(html.find("id=\"pbp-raw-missing\""), std::string::npos);
     EXPECT_NE(html.find("write it with -f speedscope"), std::string::npos);
@@ -514,12 +514,12 @@ TEST(HtmlReport, PodsTableScopesToThePodsProcesses) {
     pr.cmdline = "python3 dashboard.py";
     pr.labels = p.processes.at(100).labels;
     pr.threads[300].tid = 300;
-    pr.threads[300].samples.push_back({p.run.start_mono_ns + 100'000'000ULL, 0, 0});
+    pr.threads[300].samples.push_back({p.run.start_mono_ns + 100'000'000ULL, 0, 0, SampleKind::Cpu, kPeriod});
     auto& loose = p.processes[400];
     loose.pid = loose.ns_pid = 400;
     loose.cmdline = "python3 host_tool.py";
     loose.threads[400].tid = 400;
-    loose.threads[400].samples.push_back({p.run.start_mono_ns + 200'000'000ULL, 0, 0});
+    loose.threads[400].samples.push_back({p.run.start_mono_ns + 200'000'000ULL, 0, 0, SampleKind::Cpu, kPeriod});
     std::string dir = test::temp_dir();
     std::ofstream(dir + "/pods.html") << render_html_report(p);
     auto r = check_report(dir + "/pods.html", {{"functions", {"crunch_numbers"}},

@@ -61,7 +61,8 @@ struct Builder {
     void add(uint32_t pid, uint32_t tid, const std::vector<uint32_t>& stack, uint64_t at_ms, int n = 1) {
         uint32_t s = p.stacks.intern(stack);
         auto& t = p.processes.at(pid).threads.at(tid);
-        for (int k = 0; k < n; k++) t.samples.push_back({kStart + at_ms * 1'000'000ULL + k * kPeriod, s, 0});
+        for (int k = 0; k < n; k++)
+            t.samples.push_back({kStart + at_ms * 1'000'000ULL + k * kPeriod, s, 0, SampleKind::Cpu, kPeriod});
     }
 };
 
@@ -115,7 +116,7 @@ std::string export_pprof(const Profile& p) {
     EXPECT_NE(e, nullptr);
     if (!e) return "";
     std::ostringstream out(std::ios::binary);
-    e->write(p, out);
+    e->write(p, {}, out);
     return out.str();
 }
 

@@ -502,7 +502,6 @@ int Session::run() {
     run.max_depth = static_cast<int>(max_depth_);
     run.bpf_loop = sampler_->uses_bpf_loop();
     run.command = o_.command;
-    run.group_by = o_.group_by;
     if (cgroup_mode()) {
         for (auto& c : o_.cgroups) run.target += (run.target.empty() ? "cgroup " : ", ") + c;
     } else if (o_.all_python) run.target = "all-python";
@@ -604,7 +603,7 @@ bool Session::write_output(const std::string& path, std::string& error) {
         error = strerror(errno);
         return false;
     }
-    exporter_->write(profile_, f);
+    exporter_->write(profile_, ExportOptions{o_.group_by}, f);
     f.flush();
     if (!f) {
         error = strerror(errno);
@@ -619,7 +618,7 @@ bool Session::write_report(std::string& error) {
         error = strerror(errno);
         return false;
     }
-    f << render_html_report(profile_);
+    f << render_html_report(profile_, ExportOptions{o_.group_by});
     f.flush();
     if (!f) {
         error = strerror(errno);
