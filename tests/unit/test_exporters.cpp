@@ -11,9 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "cli/text_summary.h"
 #include "export/exporter.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "weighted_profile.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -479,6 +481,28 @@ Profile big_profile() {
     return b.p;
 }
 
+// Each sample weighs its own weight_ns (tests/support/weighted_profile.h): per leaf, the
+// weights add up to the profile's, not to one period per sample.
+TEST(Speedscope, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    json doc = parse_speedscope(w.profile);
+    ASSERT_FALSE(doc.is_discarded());
+    const json& frames = doc["shared"]["frames"];
+    std::map<std::string, double> seconds;
+    std::map<std::string, uint64_t> samples;
+    for (const auto& pr : doc["profiles"]) {
+        ASSERT_EQ(pr["samples"].size(), pr["weights"].size());
+        for (size_t i = 0; i < pr["samples"].size(); i++) {
+            std::string leaf = frames[pr["samples"][i].back().get<size_t>()]["name"];
+            seconds[leaf] += pr["weights"][i].get<double>();
+            samples[leaf]++;
+        }
+    }
+    EXPECT_EQ(samples, w.samples);
+    for (const auto& [leaf, n] : w.samples) EXPECT_NEAR(seconds[leaf], w.weight_ns(leaf) / 1e9, 1e-12) << leaf;
+    EXPECT_EQ(doc["profiles"][0]["weights"][4], 6 * test::WeightedProfile::kPeriod / 1e9) << "cpu_hot, exact";
+}
+
 TEST(Speedscope, BigProfileStructure) {
     Profile p = big_profile();
     json doc = parse_speedscope(p);
@@ -524,6 +548,8 @@ TEST(Speedscope, LoadsInRealSpeedscopeApp) {
         write_file(dir, "empty.speedscope.json", export_to_string("speedscope", empty_profile())),
         write_file(dir, "big.speedscope.json", export_to_string("speedscope", big_profile())),
         write_file(dir, "multi.folded", export_to_string("collapsed", multi_profile())),
+        write_file(dir, "weighted.json", export_to_string("speedscope", test::WeightedProfile().profile)),
+        write_file(dir, "weighted.folded", export_to_string("collapsed", test::WeightedProfile().profile)),
     };
     auto r = run_checker(files);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -636,6 +662,22 @@ TEST(Collapsed, SortedUniqueAndDeterministic) {
     }
 }
 
+// Samples of different weights: each line's value is its summed weight in ns (a count
+// only when every sample weighs one period, as in MultiProcessExactLines).
+TEST(Collapsed, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    Folded f = parse_folded(export_to_string("collapsed", w.profile));
+    std::map<std::string, uint64_t> per_leaf;
+    for (const auto& [stack, value] : f.lines) {
+        std::string leaf = stack.substr(stack.rfind(';') + 1);
+        per_leaf[leaf.substr(0, leaf.find(" ("))] += value;
+    }
+    EXPECT_EQ(per_leaf, (std::map<std::string, uint64_t>{{"cpu_cold", w.weight_ns("cpu_cold")},
+                                                         {"cpu_hot", w.weight_ns("cpu_hot")},
+                                                         {"waits", w.weight_ns("waits")}}));
+    EXPECT_EQ(f.total, w.profile.total_weight_ns(SampleKind::Cpu) + w.profile.total_weight_ns(SampleKind::OffCpu));
+}
+
 TEST(Collapsed, EmptyProfileGivesEmptyFile) {
     EXPECT_EQ(export_to_string("collapsed", empty_profile()), "");
     EXPECT_EQ(export_to_string("collapsed", idle_profile()), "");
@@ -651,6 +693,25 @@ TEST(Collapsed, SanitizesSeparatorsEverywhere) {
     ASSERT_EQ(out.lines.size(), 1u);
     EXPECT_EQ(out.lines[0].first, "python3 -c 'a:b c' (pid 1);th:r e (tid 1);a:b  c (/x:y .py)");
     EXPECT_EQ(out.lines[0].second, 2u);
+}
+
+// ------------------------------------------------------------------------ text summary
+
+// The end-of-run top functions rank and weigh by time, not by sample count.
+TEST(TextSummary, TopFunctionsByWeight) {
+    test::WeightedProfile w;
+    std::string text = top_functions(w.profile);
+    const double all = w.weight_ns("waits") + w.weight_ns("cpu_hot") + w.weight_ns("cpu_cold");
+    auto row = [&](const char* fn, int line) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "  %5.1f%% %5.1f%%  %s (/app/w.py:%d)\n", 100.0 * w.weight_ns(fn) / all,
+                      100.0 * w.weight_ns(fn) / all, fn, line);
+        return std::string(buf);
+    };
+    EXPECT_EQ(text, "Top functions by self time (8 samples):\n    self  total  function (file:line)\n" +
+                        row("waits", 30) + row("cpu_hot", 10) + row("cpu_cold", 20) +
+                        "    0.0% 100.0%  main (/app/w.py:1)\n")
+        << text;
 }
 
 }  // namespace
