@@ -28,6 +28,7 @@
 #include "targets/discovery.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
+#include "export/output_file.h"
 #include "targets/kube.h"
 #include "targets/launcher.h"
 #include "sys/preflight.h"
@@ -598,33 +599,13 @@ int Session::run() {
 }
 
 bool Session::write_output(const std::string& path, std::string& error) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    exporter_->write(profile_, ExportOptions{o_.group_by}, f);
-    f.flush();
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    return true;
+    return write_file_atomically(
+        path, [&](std::ostream& f) { exporter_->write(profile_, ExportOptions{o_.group_by}, f); }, error);
 }
 
 bool Session::write_report(std::string& error) {
-    std::ofstream f(o_.report, std::ios::binary | std::ios::trunc);
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    f << render_html_report(profile_, ExportOptions{o_.group_by});
-    f.flush();
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    return true;
+    return write_file_atomically(
+        o_.report, [&](std::ostream& f) { f << render_html_report(profile_, ExportOptions{o_.group_by}); }, error);
 }
 
 int Session::finish() {
