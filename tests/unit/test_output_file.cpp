@@ -62,27 +62,23 @@ const std::string& large_profile_json() {
     return json;
 }
 
-// A small tmpfs mounted on a fresh directory for the test's lifetime (root only).
-class Tmpfs {
-public:
-    explicit Tmpfs(const std::string& size) : dir_(test::temp_dir() + "/mnt") {
+// A small tmpfs (8 MiB) mounted on a fresh directory for the test, with an old profile in
+// it (root only; required under CI).
+class OutputFileOnTmpfs : public ::testing::Test {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(geteuid() == 0, "mounting a tmpfs needs root");
+        dir_ = test::temp_dir() + "/mnt";
         fs::create_directories(dir_);
-        std::string opts = "size=" + size + ",mode=0755";
-        if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, opts.c_str()) == 0) mounted_ = true;
-        else why_ = std::string("cannot mount a tmpfs: ") + strerror(errno);
+        mounted_ = mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=8m,mode=0755") == 0;
+        PBP_REQUIRE(mounted_, std::string("cannot mount a tmpfs: ") + strerror(errno));
+        path_ = dir_ + "/profile.out";
+        write_plain(path_, old_bytes());
     }
-    ~Tmpfs() {
+    void TearDown() override {
         if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
     }
-    bool mounted() const { return mounted_; }
-    const std::string& why() const { return why_; }
-    const std::string& dir() const { return dir_; }
-    bool remount_read_only() {
-        return mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, "size=4m,mode=0755") == 0;
-    }
-
-private:
-    std::string dir_, why_;
+    std::string dir_, path_;
     bool mounted_ = false;
 };
 
@@ -166,44 +162,34 @@ TEST(OutputFile, SymlinksAndDevices) {
 
 // A full file system: the write fails with ENOSPC part way; the old file survives byte for
 // byte, nothing is left under the target's name and no temporary file remains.
-TEST(OutputFile, FullFileSystemKeepsTheOldFile) {
-    PBP_REQUIRE(geteuid() == 0, "mounting a tmpfs needs root");
-    Tmpfs full("8m");
-    PBP_REQUIRE(full.mounted(), full.why());
-    const std::string path = full.dir() + "/profile.speedscope.json";
-    write_plain(path, old_bytes());
+TEST_F(OutputFileOnTmpfs, FullFileSystemKeepsTheOldFile) {
     {  // fill it, leaving some room: the write gets part way before the disk is full
-        std::ofstream filler(full.dir() + "/filler", std::ios::binary);
+        std::ofstream filler(dir_ + "/filler", std::ios::binary);
         std::string block(64 * 1024, 'f');
         while (filler.write(block.data(), static_cast<std::streamsize>(block.size())) && filler.flush()) {
         }
     }
-    fs::resize_file(full.dir() + "/filler", fs::file_size(full.dir() + "/filler") - 256 * 1024);
+    fs::resize_file(dir_ + "/filler", fs::file_size(dir_ + "/filler") - 256 * 1024);
     ASSERT_GT(large_profile_json().size(), 2u << 20);
     std::string error;
-    EXPECT_FALSE(write_file_atomically(path, [](std::ostream& o) { o << large_profile_json(); }, error));
+    EXPECT_FALSE(write_file_atomically(path_, [](std::ostream& o) { o << large_profile_json(); }, error));
     EXPECT_EQ(error, "No space left on device");
-    EXPECT_TRUE(read_all(path) == old_bytes()) << "the old file changed";
-    EXPECT_EQ(entries(full.dir()), (std::set<std::string>{"filler", "profile.speedscope.json"}));
+    EXPECT_TRUE(read_all(path_) == old_bytes()) << "the old file changed";
+    EXPECT_EQ(entries(dir_), (std::set<std::string>{"filler", "profile.out"}));
     // With room again the same write succeeds.
-    fs::remove(full.dir() + "/filler");
+    fs::remove(dir_ + "/filler");
     ASSERT_LT(large_profile_json().size(), 7u << 20) << "fits the tmpfs next to the old file";
-    EXPECT_TRUE(write_file_atomically(path, [](std::ostream& o) { o << large_profile_json(); }, error)) << error;
-    EXPECT_TRUE(read_all(path) == large_profile_json()) << "not the new content";
+    EXPECT_TRUE(write_file_atomically(path_, [](std::ostream& o) { o << large_profile_json(); }, error)) << error;
+    EXPECT_TRUE(read_all(path_) == large_profile_json()) << "not the new content";
 }
 
-TEST(OutputFile, ReadOnlyDirectoryKeepsTheOldFile) {
-    PBP_REQUIRE(geteuid() == 0, "mounting a tmpfs needs root");
-    Tmpfs ro("4m");
-    PBP_REQUIRE(ro.mounted(), ro.why());
-    const std::string path = ro.dir() + "/report.html";
-    write_plain(path, old_bytes());
-    ASSERT_TRUE(ro.remount_read_only()) << strerror(errno);
+TEST_F(OutputFileOnTmpfs, ReadOnlyDirectoryKeepsTheOldFile) {
+    ASSERT_EQ(mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, "size=8m,mode=0755"), 0) << strerror(errno);
     std::string error;
-    EXPECT_FALSE(write_file_atomically(path, [](std::ostream& o) { o << large_profile_json(); }, error));
+    EXPECT_FALSE(write_file_atomically(path_, [](std::ostream& o) { o << large_profile_json(); }, error));
     EXPECT_EQ(error, "Read-only file system");
-    EXPECT_TRUE(read_all(path) == old_bytes()) << "the old file changed";
-    EXPECT_EQ(entries(ro.dir()), std::set<std::string>{"report.html"});
+    EXPECT_TRUE(read_all(path_) == old_bytes()) << "the old file changed";
+    EXPECT_EQ(entries(dir_), std::set<std::string>{"profile.out"});
 }
 
 // SIGKILL in the middle of a large write: the target keeps its old bytes. The temporary
