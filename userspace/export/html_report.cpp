@@ -30,8 +30,7 @@
 //  - per process, CPU % and RSS over time (ResourceSampler, ~1 Hz, downsampled to <= 1000
 //    points);
 //  - the run summary, and the speedscope JSON of the same run (write_speedscope), gzipped,
-//    as a download when
-//    it fits the size budget (the whole file stays under kMaxFileBytes).
+//    as a download when it fits the size budget (the whole file stays under kMaxFileBytes).
 //
 // Integer sequences are unsigned LEB128 varints, base64-encoded (report.js decodes them).
 #include <unistd.h>
