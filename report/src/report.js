@@ -31,6 +31,13 @@
   const D = JSON.parse(document.getElementById('pbp-data').textContent);
   const run = D.run;
   const periodS = run.period_ns / 1e9;
+  // Cells, bins and trees count weight in units of run.weight_unit_ns; in an ordinary on-CPU
+  // profile every sample weighs one period, so a unit is a period and counts are samples.
+  const unitNs = run.weight_unit_ns || run.period_ns;
+  const unitS = unitNs / 1e9;
+  const runUnits = run.weight_units ?? run.samples;
+  const inSamples = unitNs === run.period_ns && runUnits === run.samples;
+  const ofWhat = inSamples ? 'of the samples' : 'of the time';
   const fineS = D.bins.fine_ns / 1e9;
   const nfine = D.bins.nfine;
   const K = D.bins.k;
@@ -275,7 +282,8 @@
     const v = d.value;
     const f = d.data.fid;
     const loc = f >= 0 ? fnLocation(f) : '';
-    return `${d.data.name}${loc ? ' — ' + loc : ''}: ${fmtSec(v * periodS)}, ${total ? fmtPct(100 * v / total) : ''} (${fmtInt(v)} samples)`;
+    return `${d.data.name}${loc ? ' — ' + loc : ''}: ${fmtSec(v * unitS)}, ${total ? fmtPct(100 * v / total) : ''}` +
+      (inSamples ? ` (${fmtInt(v)} samples)` : '');
   }
 
   function searchMatch(d, term) {
@@ -306,7 +314,7 @@
         .setSearchHandler((results, sum, total) => {
           if (!state.search) { searchCountEl.textContent = ''; return; }
           searchCountEl.textContent = `${results.length} frame${results.length === 1 ? '' : 's'} match, ` +
-            `${total ? fmtPct(100 * sum / total) : '0%'} of the samples`;
+            `${total ? fmtPct(100 * sum / total) : '0%'} ${ofWhat}`;
         });
       d3.select(flameEl).datum(data).call(chart);
     } else {
@@ -367,8 +375,8 @@
     for (const r of rows.slice(0, TOP_ROWS)) {
       body.append(el('tr', { 'data-fn': r.name, title: 'search for ' + r.name, onclick: () => setSearch(r.name) },
         el('td', { class: 'fn', text: r.name }),
-        el('td', { class: 'num', text: `${fmtSec(r.self * periodS)} ${T ? fmtPct(100 * r.self / T) : ''}` }),
-        el('td', { class: 'num', text: `${fmtSec(r.total * periodS)} ${T ? fmtPct(100 * r.total / T) : ''}` }),
+        el('td', { class: 'num', text: `${fmtSec(r.self * unitS)} ${T ? fmtPct(100 * r.self / T) : ''}` }),
+        el('td', { class: 'num', text: `${fmtSec(r.total * unitS)} ${T ? fmtPct(100 * r.total / T) : ''}` }),
         el('td', { class: 'loc', text: shortPath(r.loc), title: r.loc })));
     }
     if (rows.length === 0) body.append(el('tr', null, el('td', { colspan: 4, class: 'muted', text: 'No samples in this selection.' })));
@@ -411,7 +419,7 @@
           el('td', { text: pod.key }),
           el('td', { text: [...pod.containers].join(', ') }),
           el('td', { class: 'num', text: String(pod.procs.length) }),
-          el('td', { class: 'num', text: fmtSec(perPod[i] * periodS) }),
+          el('td', { class: 'num', text: fmtSec(perPod[i] * unitS) }),
           el('td', { class: 'num', text: T ? fmtPct(100 * perPod[i] / T) : '' })));
       }
       podTable.replaceChildren(el('thead', null, head), body);
@@ -431,7 +439,7 @@
       },
         el('td', { text: String(p.pid) }),
         el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
-        el('td', { class: 'num', text: fmtSec(v * periodS) }),
+        el('td', { class: 'num', text: fmtSec(v * unitS) }),
         ...(pods.length ? [el('td', { text: whereOf(p) })] : []),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
         el('td', { class: 'num', text: String(p.threadIdx.length) }),
@@ -454,7 +462,7 @@
         el('td', { text: String(t.tid) }),
         el('td', { text: t.name || '' }),
         el('td', { class: 'cmd', text: shortCmd(procLabel(procs[t.proc])), title: procLabel(procs[t.proc]) }),
-        el('td', { class: 'num', text: fmtSec(v * periodS) }),
+        el('td', { class: 'num', text: fmtSec(v * unitS) }),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' })));
     }
     if (list.length > 300) tbody.append(el('tr', null, el('td', { colspan: 5, class: 'muted', text: `… and ${list.length - 300} more threads` })));
@@ -495,7 +503,7 @@
     }
     r.count = count; r.fn = fn;
   }
-  const capacity = D.bins.fine_ns / run.period_ns;  // samples in a fine bin at 100% of one CPU
+  const capacity = D.bins.fine_ns / unitNs;  // units in a fine bin at 100% of one CPU
 
   let brush = null, brushG = null, tlX = null;
   function renderTimeline() {
@@ -645,7 +653,8 @@
       ['Started', `${start.toLocaleString()} (${run.start_iso})`],
       ['Duration', fmtSec(run.duration_s)],
       ['Rate', `${run.rate_hz} Hz per CPU (${fmtSec(periodS)} per sample)`],
-      ['Samples', `${fmtInt(run.samples)} (${fmtSec(run.samples * periodS)} of CPU)`],
+      ['Samples', `${fmtInt(run.samples)} (${fmtSec(inSamples ? run.samples * periodS : run.cpu_ns / 1e9)} of CPU` +
+        (run.off_cpu_ns ? `, ${fmtSec(run.off_cpu_ns / 1e9)} off CPU)` : ')')],
       ['Lost', fmtInt(run.lost)],
       ['Unresolved', unresolved.length ? `${fmtInt(run.unresolved_total)}: ` + unresolved.map(([k, v]) => `${fmtInt(v)} ${k}`).join(', ') : '0'],
       ['Processes', `${run.active_processes} with samples, ${run.processes} profiled`],
@@ -659,10 +668,12 @@
     if (run.truncated) notes.push(`${fmtInt(run.truncated)} samples were deeper than ${run.max_depth} frames and are marked [truncated].`);
     if (run.lost) notes.push(`${fmtInt(run.lost)} samples were lost (ring buffer full).`);
     const lossy = D.bins.lossy;
-    if (lossy) notes.push(`To keep this file small, for a selected time range the stacks seen fewer than ` +
-      `${fmtInt(lossy.min_count)} times in a thread and ${fmtSec(coarseS)} interval are merged into "[rare stacks]" ` +
-      `under their nearest caller with at least ${fmtInt(lossy.hot)} samples in the run ` +
-      `(${fmtPct(100 * lossy.merged / Math.max(1, run.samples))} of the samples). Totals are exact` +
+    const amount = n => inSamples ? `${fmtInt(n)} samples` : fmtSec(n * unitS);
+    if (lossy) notes.push(`To keep this file small, for a selected time range the stacks ` +
+      (inSamples ? `seen fewer than ${fmtInt(lossy.min_count)} times` : `weighing less than ${amount(lossy.min_count)}`) +
+      ` in a thread and ${fmtSec(coarseS)} interval are merged into "[rare stacks]" ` +
+      `under their nearest caller with at least ${amount(lossy.hot)} in the run ` +
+      `(${fmtPct(100 * lossy.merged / Math.max(1, runUnits))} ${ofWhat}). Totals are exact` +
       (lossy.whole ? '; the whole run (no range selected) is exact.' : '.'));
     document.getElementById('notes').replaceChildren(...notes.map(n => el('div', { text: n })));
 
@@ -699,8 +710,8 @@
     else p.textContent = 'all processes';
     p.classList.toggle('active', state.thread >= 0 || state.proc >= 0 || state.pod >= 0);
     const tot = document.getElementById('scope-totals');
-    tot.textContent = `${fmtInt(c.total)} samples · ${fmtSec(c.total * periodS)} CPU` +
-      (run.samples ? ` · ${fmtPct(100 * c.total / run.samples)} of the run` : '');
+    tot.textContent = (inSamples ? `${fmtInt(c.total)} samples · ${fmtSec(c.total * unitS)} CPU` : fmtSec(c.total * unitS)) +
+      (runUnits ? ` · ${fmtPct(100 * c.total / runUnits)} of the run` : '');
     tot.dataset.samples = String(c.total);
   }
 

@@ -304,7 +304,9 @@ async function main() {
     const restored = await until(async () => (await totals()) === all, 5000);
     if (!restored) fail('Reset does not restore the totals');
   }
-  if (all !== run.samples) fail(`totals for the whole run ${all} != ${run.samples} samples`);
+  // The totals count weight units (one per sample when every sample weighs one period).
+  const runUnits = run.weight_units ?? run.samples;
+  if (all !== runUnits) fail(`totals for the whole run ${all} != ${runUnits} units (${run.samples} samples)`);
 
   // CPU and memory charts.
   const series = await page.evaluate(() => document.querySelectorAll('#cpu-chart .uplot canvas, #rss-chart .uplot canvas').length);

@@ -3,7 +3,7 @@
 // per process a main thread busy 90% of the time and two helper threads (10% and 3%); ~400
 // functions in 40 files; a pool of 6000 distinct stacks (depth 6-40, leaf and call-site lines
 // vary) drawn with a Zipf-like weight, 1 / (1 + rank)^1.1, whose ranks rotate every 5 minutes;
-// CPU/RSS readings at 1 Hz. Deterministic (seeded).
+// CPU/RSS readings at 1 Hz. Every sample is on CPU and weighs one period. Deterministic (seeded).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -87,7 +87,7 @@ inline Profile synthetic_profile(int procs, double seconds, double rate, uint64_
                 int ph = std::min<int>(phases - 1, static_cast<int>(k / ticks_per_phase));
                 const auto& c = cdf[ph];
                 size_t i = std::lower_bound(c.begin(), c.end(), u(rng) * c.back()) - c.begin();
-                t.samples.push_back({kStart + k * period, pool[std::min(i, pool.size() - 1)], 0});
+                t.samples.push_back({kStart + k * period, pool[std::min(i, pool.size() - 1)], 0, SampleKind::Cpu, period});
             }
         }
         pr.first_sample_ns = kStart;

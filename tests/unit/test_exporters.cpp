@@ -11,9 +11,11 @@
 #include <set>
 #include <sstream>
 
+#include "cli/text_summary.h"
 #include "export/exporter.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "weighted_profile.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -65,15 +67,16 @@ struct Builder {
         t.name = name;
         return t;
     }
-    // Adds `n` samples of `stack` (root first) at `at_ms` + k*period.
+    // Adds `n` on-CPU samples of `stack` (root first) at `at_ms` + k*period, each weighing
+    // weight_ns (default: one period).
     void add(uint32_t pid, uint32_t tid, const std::vector<uint32_t>& stack, uint64_t at_ms,
-             int n = 1) {
+             int n = 1, uint64_t weight_ns = kPeriod) {
         uint32_t s = p.stacks.intern(stack);
         auto& pr = p.processes.at(pid);
         auto& t = pr.threads.at(tid);
         for (int k = 0; k < n; k++) {
             uint64_t ts = kStart + at_ms * 1'000'000ULL + k * kPeriod;
-            t.samples.push_back({ts, s, 0});
+            t.samples.push_back({ts, s, 0, SampleKind::Cpu, weight_ns});
             if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
             pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
         }
@@ -136,12 +139,12 @@ Profile empty_profile() {
     return b.p;
 }
 
-std::string export_to_string(const std::string& format, const Profile& p) {
+std::string export_to_string(const std::string& format, const Profile& p, const ExportOptions& options = {}) {
     auto e = make_exporter(format);
     EXPECT_NE(e, nullptr) << format;
     if (!e) return "";
     std::ostringstream out;
-    e->write(p, out);
+    e->write(p, options, out);
     return out.str();
 }
 
@@ -162,8 +165,13 @@ TEST(ExporterRegistry, NamesAndConstruction) {
         auto e = make_exporter(n);
         ASSERT_NE(e, nullptr) << n;
         EXPECT_EQ(e->name(), n);
-        EXPECT_FALSE(e->extension().empty());
-        EXPECT_EQ(e->extension().front() == '.', false) << "extension without dot";
+        ASSERT_FALSE(e->extensions().empty()) << n;
+        EXPECT_EQ(e->extension(), e->extensions().front());
+        for (const auto& ext : e->extensions()) {
+            EXPECT_FALSE(ext.empty());
+            EXPECT_NE(ext.front(), '.') << "extension without dot";
+            EXPECT_EQ(format_for_path("/tmp/out." + ext), n) << ext;
+        }
         std::string how = e->how_to_open("/tmp/out.x");
         EXPECT_NE(how.find("/tmp/out.x"), std::string::npos) << how;
         EXPECT_EQ(how.find('\n'), std::string::npos) << "one line";
@@ -176,6 +184,16 @@ TEST(ExporterRegistry, NamesAndConstruction) {
               "open it at https://www.speedscope.app or run: npx speedscope p.json");
     EXPECT_EQ(make_exporter("collapsed")->how_to_open("p.folded"),
               "flamegraph.pl p.folded > flame.svg");
+}
+
+// The format guessed from -o: each exporter's own extensions, "" for none (the CLI then
+// keeps its default, speedscope).
+TEST(ExporterRegistry, FormatForPath) {
+    for (auto [path, format] : std::vector<std::pair<std::string, std::string>>{
+             {"r.html", "html"}, {"/x/r.htm", "html"}, {"a.folded", "collapsed"}, {"a.collapsed", "collapsed"},
+             {"o.pb.gz", "pprof"}, {"o.pprof", "pprof"}, {"o.speedscope.json", "speedscope"}, {"o.json", ""},
+             {"o.gz", ""}, {"html", ""}, {"out.HTML", ""}, {"", ""}})
+        EXPECT_EQ(format_for_path(path), format) << path;
 }
 
 // ------------------------------------------------------------------------- speedscope
@@ -321,9 +339,8 @@ TEST(Speedscope, MultiProcessStructure) {
 
 // --group-by pod: one speedscope profile per pod (its processes' threads merged in time
 // order), per-thread profiles for processes in no pod; folded stacks get a pod root.
-Profile pod_profile(const std::string& group_by) {
+Profile pod_profile() {
     Builder b;
-    b.p.run.group_by = group_by;
     uint32_t hot = b.frame("hot", "/app/a.py", 3);
     uint32_t cold = b.frame("cold", "/app/a.py", 9);
     for (uint32_t pid : {100u, 200u}) {
@@ -343,7 +360,7 @@ Profile pod_profile(const std::string& group_by) {
 }
 
 TEST(Speedscope, GroupByPodMergesAPodsProcesses) {
-    auto doc = json::parse(export_to_string("speedscope", pod_profile("pod")));
+    auto doc = json::parse(export_to_string("speedscope", pod_profile(), {"pod"}));
     ASSERT_EQ(doc["profiles"].size(), 2u) << doc["profiles"].dump();
     EXPECT_EQ(doc["profiles"][0]["name"], "pod dask/worker-0 (2 processes, 3 threads)");
     EXPECT_EQ(doc["profiles"][0]["samples"].size(), 9u);
@@ -353,14 +370,16 @@ TEST(Speedscope, GroupByPodMergesAPodsProcesses) {
     std::vector<std::string> order;
     for (auto& smp : doc["profiles"][0]["samples"]) order.push_back(doc["shared"]["frames"][smp[0].get<int>()]["name"]);
     EXPECT_EQ(order, (std::vector<std::string>{"hot", "cold", "hot", "cold", "hot", "hot", "cold", "hot", "cold"}));
-    auto by_process = json::parse(export_to_string("speedscope", pod_profile("process")));
+    auto by_process = json::parse(export_to_string("speedscope", pod_profile(), {"process"}));
     EXPECT_EQ(by_process["profiles"].size(), 4u);
     EXPECT_EQ(by_process["profiles"][0]["name"],
               "python3 worker.py (pid 100) MainThread (tid 100) [pod dask/worker-0, container worker]");
 }
 
 TEST(Collapsed, GroupByPodPutsThePodAtTheRoot) {
-    std::string text = export_to_string("collapsed", pod_profile("pod"));
+    std::string text = export_to_string("collapsed", pod_profile(), {"pod"});
+    EXPECT_EQ(export_to_string("collapsed", pod_profile()).find("pod dask/worker-0;"), std::string::npos)
+        << "grouped by process unless asked";
     EXPECT_NE(text.find("pod dask/worker-0;python3 worker.py (pid 200) [pod dask/worker-0, container worker];MainThread (tid 200);cold (/app/a.py:9) 4\n"),
               std::string::npos) << text;
     EXPECT_NE(text.find("\npython3 tool.py (pid 300);MainThread (tid 300);cold (/app/a.py:9) 1\n"), std::string::npos) << text;
@@ -419,6 +438,8 @@ TEST(Speedscope, InvalidUtf8IsReplacedNotFatal) {
     EXPECT_EQ(doc["shared"]["frames"][0]["name"], "bad\xef\xbf\xbd\xef\xbf\xbdname");
 }
 
+// Weights are the samples' own; the period (metadata, the end of a profile's time span)
+// falls back to the rate when unknown.
 TEST(Speedscope, UnknownPeriodFallsBackToRate) {
     Builder b;
     b.p.run.period_ns = 0;
@@ -426,10 +447,12 @@ TEST(Speedscope, UnknownPeriodFallsBackToRate) {
     uint32_t f = b.frame("f", "/a.py", 1);
     b.process(1, "python3 a.py");
     b.thread(1, 1, "python3");
-    b.add(1, 1, {f}, 0, 3);
+    b.add(1, 1, {f}, 0, 3, 10'000'000);
     json doc = parse_speedscope(b.p);
     ASSERT_FALSE(doc.is_discarded());
     for (const auto& w : doc["profiles"][0]["weights"]) EXPECT_DOUBLE_EQ(w.get<double>(), 0.01);
+    EXPECT_EQ(doc["pybpfprof"]["period_ns"], 10'000'000u);
+    EXPECT_DOUBLE_EQ(doc["profiles"][0]["endValue"].get<double>(), 2 * kPeriod / 1e9 + 0.01);
 }
 
 // A bigger, randomized profile: many threads, deep stacks, shared frames.
@@ -456,6 +479,28 @@ Profile big_profile() {
         }
     }
     return b.p;
+}
+
+// Each sample weighs its own weight_ns (tests/support/weighted_profile.h): per leaf, the
+// weights add up to the profile's, not to one period per sample.
+TEST(Speedscope, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    json doc = parse_speedscope(w.profile);
+    ASSERT_FALSE(doc.is_discarded());
+    const json& frames = doc["shared"]["frames"];
+    std::map<std::string, double> seconds;
+    std::map<std::string, uint64_t> samples;
+    for (const auto& pr : doc["profiles"]) {
+        ASSERT_EQ(pr["samples"].size(), pr["weights"].size());
+        for (size_t i = 0; i < pr["samples"].size(); i++) {
+            std::string leaf = frames[pr["samples"][i].back().get<size_t>()]["name"];
+            seconds[leaf] += pr["weights"][i].get<double>();
+            samples[leaf]++;
+        }
+    }
+    EXPECT_EQ(samples, w.samples);
+    for (const auto& [leaf, n] : w.samples) EXPECT_NEAR(seconds[leaf], w.weight_ns(leaf) / 1e9, 1e-12) << leaf;
+    EXPECT_EQ(doc["profiles"][0]["weights"][4], 6 * test::WeightedProfile::kPeriod / 1e9) << "cpu_hot, exact";
 }
 
 TEST(Speedscope, BigProfileStructure) {
@@ -503,6 +548,8 @@ TEST(Speedscope, LoadsInRealSpeedscopeApp) {
         write_file(dir, "empty.speedscope.json", export_to_string("speedscope", empty_profile())),
         write_file(dir, "big.speedscope.json", export_to_string("speedscope", big_profile())),
         write_file(dir, "multi.folded", export_to_string("collapsed", multi_profile())),
+        write_file(dir, "weighted.json", export_to_string("speedscope", test::WeightedProfile().profile)),
+        write_file(dir, "weighted.folded", export_to_string("collapsed", test::WeightedProfile().profile)),
     };
     auto r = run_checker(files);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -615,6 +662,22 @@ TEST(Collapsed, SortedUniqueAndDeterministic) {
     }
 }
 
+// Samples of different weights: each line's value is its summed weight in ns (a count
+// only when every sample weighs one period, as in MultiProcessExactLines).
+TEST(Collapsed, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    Folded f = parse_folded(export_to_string("collapsed", w.profile));
+    std::map<std::string, uint64_t> per_leaf;
+    for (const auto& [stack, value] : f.lines) {
+        std::string leaf = stack.substr(stack.rfind(';') + 1);
+        per_leaf[leaf.substr(0, leaf.find(" ("))] += value;
+    }
+    EXPECT_EQ(per_leaf, (std::map<std::string, uint64_t>{{"cpu_cold", w.weight_ns("cpu_cold")},
+                                                         {"cpu_hot", w.weight_ns("cpu_hot")},
+                                                         {"waits", w.weight_ns("waits")}}));
+    EXPECT_EQ(f.total, w.profile.total_weight_ns(SampleKind::Cpu) + w.profile.total_weight_ns(SampleKind::OffCpu));
+}
+
 TEST(Collapsed, EmptyProfileGivesEmptyFile) {
     EXPECT_EQ(export_to_string("collapsed", empty_profile()), "");
     EXPECT_EQ(export_to_string("collapsed", idle_profile()), "");
@@ -630,6 +693,25 @@ TEST(Collapsed, SanitizesSeparatorsEverywhere) {
     ASSERT_EQ(out.lines.size(), 1u);
     EXPECT_EQ(out.lines[0].first, "python3 -c 'a:b c' (pid 1);th:r e (tid 1);a:b  c (/x:y .py)");
     EXPECT_EQ(out.lines[0].second, 2u);
+}
+
+// ------------------------------------------------------------------------ text summary
+
+// The end-of-run top functions rank and weigh by time, not by sample count.
+TEST(TextSummary, TopFunctionsByWeight) {
+    test::WeightedProfile w;
+    std::string text = top_functions(w.profile);
+    const double all = w.weight_ns("waits") + w.weight_ns("cpu_hot") + w.weight_ns("cpu_cold");
+    auto row = [&](const char* fn, int line) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "  %5.1f%% %5.1f%%  %s (/app/w.py:%d)\n", 100.0 * w.weight_ns(fn) / all,
+                      100.0 * w.weight_ns(fn) / all, fn, line);
+        return std::string(buf);
+    };
+    EXPECT_EQ(text, "Top functions by self time (8 samples):\n    self  total  function (file:line)\n" +
+                        row("waits", 30) + row("cpu_hot", 10) + row("cpu_cold", 20) +
+                        "    0.0% 100.0%  main (/app/w.py:1)\n")
+        << text;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "synthetic_profile.h"
 #include "engine/resource_sampler.h"
 #include "test_support.h"
+#include "weighted_profile.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -71,7 +72,7 @@ struct Builder {
         auto& t = pr.threads.at(tid);
         for (int k = 0; k < n; k++) {
             uint64_t ts = kStart + at_ms * 1'000'000ULL + k * kPeriod;
-            t.samples.push_back({ts, s, 0});
+            t.samples.push_back({ts, s, 0, SampleKind::Cpu, kPeriod});
             if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
             pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
         }
@@ -253,7 +254,7 @@ TEST(HtmlReport, RegisteredAsAFormat) {
 TEST(HtmlReport, EmbedsTheAggregatedRun) {
     Profile p = two_process_profile();
     std::ostringstream os;
-    make_exporter("html")->write(p, os);
+    make_exporter("html")->write(p, {}, os);
     std::string html = os.str();
     ASSERT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
     json d = embedded_data(html);
@@ -330,7 +331,7 @@ TEST(HtmlReport, RawDownloadIsTheSpeedscopeJson) {
     ASSERT_FALSE(b64.empty());
     b64 = b64.substr(b64.find('>') + 1);
     std::ostringstream want;
-    make_exporter("speedscope")->write(p, want);
+    make_exporter("speedscope")->write(p, {}, want);
     EXPECT_EQ(gunzip(unbase64(b64)), want.str());
 }
 
@@ -350,6 +351,60 @@ TEST(HtmlReport, EmptyAndIdleRuns) {
     EXPECT_EQ(d["procs"][0]["res"]["t"].size(), 3u);
 }
 
+// Samples of different weights (tests/support/weighted_profile.h): the cells, the timeline
+// bins and the run totals count weight in units of run.weight_unit_ns, not samples.
+TEST(HtmlReport, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    json d = embedded_data(render_html_report(w.profile));
+    ASSERT_FALSE(d.is_discarded());
+    const uint64_t unit = d["run"]["weight_unit_ns"];
+    EXPECT_EQ(unit, 1u) << "the gcd of these weights";
+    EXPECT_EQ(d["run"]["samples"], 8u);
+    EXPECT_EQ(d["run"]["cpu_ns"], w.profile.total_weight_ns(SampleKind::Cpu));
+    EXPECT_EQ(d["run"]["off_cpu_ns"], w.profile.total_weight_ns(SampleKind::OffCpu));
+    const uint64_t all = w.weight_ns("waits") + w.weight_ns("cpu_hot") + w.weight_ns("cpu_cold");
+    EXPECT_EQ(d["run"]["weight_units"].get<uint64_t>() * unit, all);
+    uint64_t fine = 0, cells = 0;
+    std::map<std::string, uint64_t> leaf;
+    for (const auto& p : d["procs"])
+        for (const auto& t : p["threads"]) {
+            auto f = varints(t["fine"]);
+            for (size_t i = 1; i < f.size(); i += 3) fine += f[i];
+            auto c = varints(t["cells"]);
+            auto nodes = varints(d["nodes"]["b64"]);
+            auto stacks = varints(d["stacks"]["b64"]);
+            for (size_t i = 0; i < c.size();) {
+                i++;  // bin delta
+                uint64_t n = c[i++], s = 0;
+                for (uint64_t j = 0; j < n; j++, i += 2) {
+                    s += c[i];
+                    cells += c[i + 1];
+                    leaf[d["fn"]["name"][nodes[3 * (stacks[s] - 1) + 1]]] += c[i + 1] * unit;
+                }
+            }
+        }
+    EXPECT_EQ(fine * unit, all);
+    EXPECT_EQ(cells * unit, all);
+    EXPECT_EQ(leaf, (std::map<std::string, uint64_t>{{"cpu_cold", w.weight_ns("cpu_cold")},
+                                                     {"cpu_hot", w.weight_ns("cpu_hot")},
+                                                     {"waits", w.weight_ns("waits")}}));
+}
+
+// Weights too fine for 31 bits per thread: the unit grows (1-2-5 steps), totals stay within
+// one unit per sample.
+TEST(HtmlReport, CoarserUnitForHugeWeights) {
+    test::WeightedProfile w;
+    auto& t = w.profile.processes.at(10).threads.at(10);
+    for (int k = 0; k < 3; k++) t.samples.push_back({t.samples.back().ts_ns + 1, t.samples.back().stack, 0, SampleKind::OffCpu, 3'000'000'001ULL});
+    json d = embedded_data(render_html_report(w.profile));
+    ASSERT_FALSE(d.is_discarded());
+    const uint64_t unit = d["run"]["weight_unit_ns"];
+    EXPECT_EQ(unit, 5u) << "9.3 s in one thread: > 2^31 ns";
+    const uint64_t all = w.profile.total_weight_ns(SampleKind::Cpu) + w.profile.total_weight_ns(SampleKind::OffCpu);
+    const uint64_t got = d["run"]["weight_units"].get<uint64_t>() * unit;
+    EXPECT_LE(got > all ? got - all : all - got, 11 * unit / 2);
+}
+
 // ------------------------------------------------------------------- the large run
 
 // 100 processes x 1 hour x 99 Hz: a main thread busy 90% of the time and two helper
@@ -363,7 +418,7 @@ TEST(HtmlReport, HourLongHundredProcessRunStaysUnder20MB) {
     Profile p = large_profile(100, 3600);
     double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     HtmlReportStats st;
-    std::string html = render_html_report(p, {}, &st);
+    std::string html = render_html_report(p, {}, {}, &st);
     EXPECT_LT(html.size(), 20'000'000u);
     EXPECT_EQ(st.bytes, html.size());
     std::cout << "[ report   ] " << p.total_samples() << " samples, " << p.processes.size() << " processes, "
@@ -390,7 +445,7 @@ TEST(HtmlReport, TightBudgetsDegradeGracefully) {
         HtmlReportLimits lim;
         lim.max_cells = cells;
         HtmlReportStats st;
-        std::string html = render_html_report(p, lim, &st);
+        std::string html = render_html_report(p, {}, lim, &st);
         json d = embedded_data(html);
         ASSERT_FALSE(d.is_discarded());
         EXPECT_LE(st.cells, cells) << st.note;
@@ -399,7 +454,7 @@ TEST(HtmlReport, TightBudgetsDegradeGracefully) {
     HtmlReportLimits small;
     small.max_raw_embed_bytes = 1000;
     HtmlReportStats st;
-    std::string html = render_html_report(p, small, &st);
+    std::string html = render_html_report(p, {}, small, &st);
     EXPECT_FALSE(st.raw_embedded);
     EXPECT_NE(html.find("id=\"pbp-raw-missing\""), std::string::npos);
     EXPECT_NE(html.find("write it with -f speedscope"), std::string::npos);
@@ -514,12 +569,12 @@ TEST(HtmlReport, PodsTableScopesToThePodsProcesses) {
     pr.cmdline = "python3 dashboard.py";
     pr.labels = p.processes.at(100).labels;
     pr.threads[300].tid = 300;
-    pr.threads[300].samples.push_back({p.run.start_mono_ns + 100'000'000ULL, 0, 0});
+    pr.threads[300].samples.push_back({p.run.start_mono_ns + 100'000'000ULL, 0, 0, SampleKind::Cpu, kPeriod});
     auto& loose = p.processes[400];
     loose.pid = loose.ns_pid = 400;
     loose.cmdline = "python3 host_tool.py";
     loose.threads[400].tid = 400;
-    loose.threads[400].samples.push_back({p.run.start_mono_ns + 200'000'000ULL, 0, 0});
+    loose.threads[400].samples.push_back({p.run.start_mono_ns + 200'000'000ULL, 0, 0, SampleKind::Cpu, kPeriod});
     std::string dir = test::temp_dir();
     std::ofstream(dir + "/pods.html") << render_html_report(p);
     auto r = check_report(dir + "/pods.html", {{"functions", {"crunch_numbers"}},
@@ -530,6 +585,17 @@ TEST(HtmlReport, PodsTableScopesToThePodsProcesses) {
     std::ofstream(dir + "/nopods.html") << render_html_report(two_process_profile());
     auto r0 = check_report(dir + "/nopods.html", {{"functions", {"crunch_numbers"}}, {"pods", 0}});
     EXPECT_EQ(r0.status, 0) << r0.out << r0.err;
+}
+
+// A profile of weighted on- and off-CPU samples draws and totals by weight in the browser.
+TEST(HtmlReport, WeightedSamplesWorkInHeadlessChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string file = test::temp_dir() + "/weighted.html";
+    std::ofstream(file) << render_html_report(test::WeightedProfile().profile);
+    auto r = check_report(file, {{"functions", {"waits", "cpu_hot"}}, {"search", "cpu_"}, {"min_processes", 2}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
 }
 
 // The checker fails on a broken page.

@@ -15,6 +15,7 @@
 #include "pprof_reader.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "weighted_profile.h"
 
 namespace pbp {
 namespace {
@@ -61,7 +62,8 @@ struct Builder {
     void add(uint32_t pid, uint32_t tid, const std::vector<uint32_t>& stack, uint64_t at_ms, int n = 1) {
         uint32_t s = p.stacks.intern(stack);
         auto& t = p.processes.at(pid).threads.at(tid);
-        for (int k = 0; k < n; k++) t.samples.push_back({kStart + at_ms * 1'000'000ULL + k * kPeriod, s, 0});
+        for (int k = 0; k < n; k++)
+            t.samples.push_back({kStart + at_ms * 1'000'000ULL + k * kPeriod, s, 0, SampleKind::Cpu, kPeriod});
     }
 };
 
@@ -115,7 +117,7 @@ std::string export_pprof(const Profile& p) {
     EXPECT_NE(e, nullptr);
     if (!e) return "";
     std::ostringstream out(std::ios::binary);
-    e->write(p, out);
+    e->write(p, {}, out);
     return out.str();
 }
 
@@ -461,6 +463,56 @@ TEST(PprofGo, RawTotalsNamesAndLabels) {
     }
     EXPECT_TRUE(ns) << r.out;
     EXPECT_TRUE(worker) << r.out;
+}
+
+// Values are summed weights (tests/support/weighted_profile.h): cpu/nanoseconds those of
+// the on-CPU samples, off_cpu/nanoseconds (only in a profile with off-CPU samples) those of
+// the off-CPU ones, samples/count the samples of either kind.
+TEST(Pprof, ExportsSampleWeights) {
+    test::WeightedProfile w;
+    const pp::Profile p = parse_pprof(export_pprof(w.profile));
+    Decoded d(p);
+    std::vector<std::string> types;
+    for (const auto& t : p.sample_type()) types.push_back(d.str(t.type()) + "/" + d.str(t.unit()));
+    EXPECT_EQ(types, (std::vector<std::string>{"samples/count", "cpu/nanoseconds", "off_cpu/nanoseconds"}));
+    EXPECT_EQ(d.str(p.default_sample_type()), "cpu");
+    std::map<std::string, uint64_t> samples, cpu, off;
+    for (const auto& s : p.sample()) {
+        ASSERT_EQ(s.value_size(), 3);
+        std::string leaf = std::get<0>(d.frame(s.location_id(0)));
+        samples[leaf] += s.value(0);
+        cpu[leaf] += s.value(1);
+        off[leaf] += s.value(2);
+    }
+    auto nonzero = [](std::map<std::string, uint64_t> m) {
+        std::erase_if(m, [](const auto& kv) { return kv.second == 0; });
+        return m;
+    };
+    EXPECT_EQ(samples, w.samples);
+    EXPECT_EQ(nonzero(cpu), w.cpu_ns);
+    EXPECT_EQ(nonzero(off), w.off_cpu_ns);
+    // Without off-CPU samples, the sample types stay the two they always were.
+    for (auto& [_, pr] : w.profile.processes)
+        for (auto& [__, t] : pr.threads) std::erase_if(t.samples, [](const Sample& s) { return s.kind == SampleKind::OffCpu; });
+    EXPECT_EQ(parse_pprof(export_pprof(w.profile)).sample_type_size(), 2);
+}
+
+// go tool pprof reads the weights and the third sample type.
+TEST(PprofGo, ReadsSampleWeights) {
+    PBP_REQUIRE(test::have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
+    test::WeightedProfile w;
+    auto r = go_pprof({"-raw"}, write_file(export_pprof(w.profile), "weighted.pb.gz"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto raw = test::parse_go_raw(r.out);
+    EXPECT_EQ(raw.sample_types, (std::vector<std::string>{"samples/count", "cpu/nanoseconds[dflt]", "off_cpu/nanoseconds"}))
+        << r.out;
+    EXPECT_EQ(raw.total(0), 8);
+    EXPECT_EQ(raw.total(1), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu)));
+    EXPECT_EQ(raw.total(2), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::OffCpu)));
+    auto top = go_pprof({"-top", "-sample_index=off_cpu"}, write_file(export_pprof(w.profile), "weighted2.pb.gz"));
+    ASSERT_EQ(top.status, 0) << top.err;
+    EXPECT_NE(top.out.find("waits"), std::string::npos) << top.out;
+    EXPECT_NE(top.out.find("253ms"), std::string::npos) << top.out;
 }
 
 TEST(PprofGo, TopReadsLeafFirst) {

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
         auto w0 = std::chrono::steady_clock::now();
         {
             std::ofstream f(path, std::ios::binary | std::ios::trunc);
-            ex->write(p, f);
+            ex->write(p, {}, f);
             f.flush();
             if (!f) {
                 std::cerr << "pbp_bench_export: cannot write " << path << ": " << strerror(errno) << "\n";

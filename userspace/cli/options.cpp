@@ -62,12 +62,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     }
     // No -f: the format follows the -o file's extension (report.html, out.pb.gz, ...).
     if (!app.count("--format") && !o.output.empty()) {
-        auto ends = [&](const std::string& suf) {
-            return o.output.size() >= suf.size() && o.output.compare(o.output.size() - suf.size(), suf.size(), suf) == 0;
-        };
-        if (ends(".html") || ends(".htm")) o.format = "html";
-        else if (ends(".folded") || ends(".collapsed")) o.format = "collapsed";
-        else if (ends(".pb.gz") || ends(".pprof")) o.format = "pprof";
+        if (std::string guessed = format_for_path(o.output); !guessed.empty()) o.format = guessed;
     }
     // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
     int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());

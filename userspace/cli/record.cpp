@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <set>
@@ -19,6 +18,7 @@
 #include "engine/engine.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
+#include "export/output_file.h"
 #include "sys/procfs.h"
 
 namespace pbp {
@@ -109,21 +109,6 @@ bool report_path_ok(const std::string& report) {
            !(stat(report.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
 }
 
-bool write_file(const std::string& path, const std::function<void(std::ostream&)>& fill, std::string& error) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    fill(f);
-    f.flush();
-    if (!f) {
-        error = strerror(errno);
-        return false;
-    }
-    return true;
-}
-
 // What the engine reports while it runs, as lines on stderr.
 class Printer {
 public:
@@ -184,15 +169,15 @@ struct SessionFacts {
 int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profile& profile, const Exporter& ex,
            const std::string& out_path) {
     auto& run = profile.run;
-    run.group_by = o.group_by;
+    const ExportOptions options{o.group_by};
     int code = kExitOk;
     std::string error, written = out_path;
-    auto fill = [&](std::ostream& f) { ex.write(profile, f); };
-    if (!write_file(out_path, fill, error)) {
+    auto fill = [&](std::ostream& f) { ex.write(profile, options, f); };
+    if (!write_file_atomically(out_path, fill, error)) {
         std::string fallback = engine.config().knobs.tmpdir + "/pybpfprof-fallback-" + timestamp_for_name() + "-" +
                                std::to_string(getpid()) + "." + ex.extension();
         std::string e2;
-        if (!write_file(fallback, fill, e2)) {
+        if (!write_file_atomically(fallback, fill, e2)) {
             err("cannot write " + out_path + " (" + error + ") nor the fallback " + fallback + " (" + e2 +
                 "); free some space or choose another -o path");
             return kExitError;
@@ -203,7 +188,7 @@ int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profil
     }
     bool report_written = false;
     if (!o.report.empty()) {
-        if (write_file(o.report, [&](std::ostream& f) { f << render_html_report(profile); }, error))
+        if (write_file_atomically(o.report, [&](std::ostream& f) { f << render_html_report(profile, options); }, error))
             report_written = true;
         else {
             err("cannot write the report " + o.report + " (" + error + ")");

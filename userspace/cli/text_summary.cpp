@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <unordered_map>
-#include <unordered_set>
+
+#include "export/common.h"
 
 namespace pbp {
 
@@ -27,60 +27,28 @@ std::string summary_line(const Profile& p, const std::string& path) {
 }
 
 std::string top_functions(const Profile& p, size_t n) {
-    // One entry per function (name + file): its lines add up.
-    struct Fn {
-        std::string name, file;
-        int line = 0;            // the line with the most self samples
-        uint64_t self = 0, total = 0, line_self = 0;
-    };
-    std::vector<Fn> fns;
-    std::unordered_map<std::string, uint32_t> fn_index;
-    std::vector<uint32_t> fn_of_frame(p.frames.size());
-    for (uint32_t i = 0; i < p.frames.size(); i++) {
-        const Frame& f = p.frames.at(i);
-        auto [it, added] = fn_index.emplace(f.name + "\x1f" + f.file, static_cast<uint32_t>(fns.size()));
-        if (added) fns.push_back({f.name, f.file, f.line, 0, 0, 0});
-        fn_of_frame[i] = it->second;
-    }
-    std::vector<uint64_t> per_stack(p.stacks.size(), 0);
-    for (auto& [_, pr] : p.processes)
-        for (auto& [__, t] : pr.threads)
-            for (auto& s : t.samples) per_stack[s.stack]++;
-    std::unordered_map<uint32_t, uint64_t> line_self;  // frame -> self samples
-    uint64_t all = 0;
-    for (uint32_t i = 0; i < per_stack.size(); i++) {
-        uint64_t c = per_stack[i];
-        if (!c) continue;
-        all += c;
-        auto& st = p.stacks.at(i);
-        if (st.empty()) continue;
-        std::unordered_set<uint32_t> seen;  // recursion counts once per sample
-        for (uint32_t f : st)
-            if (seen.insert(fn_of_frame[f]).second) fns[fn_of_frame[f]].total += c;
-        fns[fn_of_frame[st.back()]].self += c;
-        line_self[st.back()] += c;
-    }
-    for (auto& [fi, c] : line_self) {
-        Fn& fn = fns[fn_of_frame[fi]];
-        if (c > fn.line_self) {
-            fn.line_self = c;
-            fn.line = p.frames.at(fi).line;
-        }
-    }
-    std::vector<const Fn*> v;
-    for (auto& f : fns)
-        if (f.total) v.push_back(&f);
-    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->self != b->self ? a->self > b->self : a->total > b->total; });
+    // One entry per function (name + file): its lines add up. Times are summed weights.
+    const FunctionTable fns(p.frames);
+    const FunctionTimes times = function_times(p, fns, stack_weights(p));
+    const uint64_t all = times.all_ns;
+    std::vector<uint32_t> v;
+    for (uint32_t f = 0; f < fns.size(); f++)
+        if (times.total_ns[f]) v.push_back(f);
+    std::sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
+        return times.self_ns[a] != times.self_ns[b] ? times.self_ns[a] > times.self_ns[b]
+                                                    : times.total_ns[a] > times.total_ns[b];
+    });
     std::string out;
     if (!all) return out;
     char line[1024];
     snprintf(line, sizeof line, "Top functions by self time (%llu samples):\n  %6s %6s  %s\n",
-             (unsigned long long)all, "self", "total", "function (file:line)");
+             (unsigned long long)p.total_samples(), "self", "total", "function (file:line)");
     out += line;
     for (size_t i = 0; i < v.size() && i < n; i++) {
-        std::string where = v[i]->file.empty() ? "" : " (" + v[i]->file + ":" + std::to_string(v[i]->line) + ")";
-        snprintf(line, sizeof line, "  %5.1f%% %5.1f%%  %s%s\n", 100.0 * v[i]->self / all, 100.0 * v[i]->total / all,
-                 v[i]->name.c_str(), where.c_str());
+        const Function& fn = fns.at(v[i]);
+        std::string where = fn.file.empty() ? "" : " (" + fn.file + ":" + std::to_string(times.hot_line[v[i]]) + ")";
+        snprintf(line, sizeof line, "  %5.1f%% %5.1f%%  %s%s\n", 100.0 * times.self_ns[v[i]] / all,
+                 100.0 * times.total_ns[v[i]] / all, fn.name.c_str(), where.c_str());
         out += line;
     }
     return out;

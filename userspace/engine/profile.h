@@ -119,7 +119,6 @@ struct RunInfo {
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
     int max_depth = 0;                  // deepest stack BPF walks in this run (kernel limit or --max-depth)
     bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
-    std::string group_by = "process";   // "process" or "pod" (--group-by)
 
     int64_t unix_ns(uint64_t mono_ns) const {
         return start_unix_ns + static_cast<int64_t>(mono_ns - start_mono_ns);

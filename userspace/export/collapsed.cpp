@@ -3,13 +3,17 @@
 //   process;thread;frame;...;leaf COUNT
 // (with --group-by pod, "pod <namespace>/<name>;" comes first for processes in a pod, so
 // flame graphs have one root per pod)
+// COUNT is the number of samples when every sample stands for one sampling period (an
+// on-CPU profile); otherwise (samples of different weights, off-CPU samples) it is the
+// stack's summed weight in nanoseconds, on- and off-CPU alike, so widths stay true to time
+// (a stack that weighs nothing has no line).
 // process = display_name() plus its container, if any, thread = "<name> (tid N)", frame = "qualname (file:line)".
 // Lines are sorted (bytewise) so equal profiles give identical files.
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "export/common.h"
 #include "export/exporter.h"
 
 namespace pbp {
@@ -42,14 +46,15 @@ std::string thread_text(const ThreadProfile& t) {
 class CollapsedExporter : public Exporter {
 public:
     std::string name() const override { return "collapsed"; }
-    std::string extension() const override { return "folded"; }
+    std::vector<std::string> extensions() const override { return {"folded", "collapsed"}; }
     std::string how_to_open(const std::string& path) const override {
         return "flamegraph.pl " + path + " > flame.svg";
     }
-    void write(const Profile& profile, std::ostream& out) const override;
+    void write(const Profile& profile, const ExportOptions& options, std::ostream& out) const override;
 };
 
-void CollapsedExporter::write(const Profile& prof, std::ostream& out) const {
+void CollapsedExporter::write(const Profile& prof, const ExportOptions& options, std::ostream& out) const {
+    const bool counts = every_sample_weighs(prof, sampling_period_ns(prof.run));
     std::vector<std::string> frame_texts;
     frame_texts.reserve(prof.frames.size());
     for (const auto& f : prof.frames.all()) frame_texts.push_back(frame_text(f));
@@ -58,24 +63,23 @@ void CollapsedExporter::write(const Profile& prof, std::ostream& out) const {
     for (const auto& [pid, p] : prof.processes) {
         std::string where = p.where();
         std::string proc = sanitize(p.display_name() + (where.empty() ? "" : " [" + where + "]"));
-        if (prof.run.group_by == "pod" && !p.pod_name().empty()) proc = sanitize("pod " + p.pod_name()) + ";" + proc;
+        if (options.group_by == "pod" && !p.pod_name().empty()) proc = sanitize("pod " + p.pod_name()) + ";" + proc;
         for (const auto& [tid, t] : p.threads) {
             if (t.samples.empty()) continue;
-            std::unordered_map<uint32_t, uint64_t> per_stack;
-            for (const auto& s : t.samples) per_stack[s.stack]++;
             const std::string prefix = proc + ";" + thread_text(t);
-            for (const auto& [stack, count] : per_stack) {
+            for (const auto& [stack, total] : thread_stack_totals(t)) {
                 std::string line = prefix;
                 if (stack < prof.stacks.size())
                     for (uint32_t fi : prof.stacks.at(stack)) {
                         line += ';';
                         line += fi < frame_texts.size() ? frame_texts[fi] : std::string("?");
                     }
-                lines[line] += count;
+                lines[line] += counts ? total.samples : total.weight_ns();
             }
         }
     }
-    for (const auto& [line, count] : lines) out << line << ' ' << count << '\n';
+    for (const auto& [line, value] : lines)
+        if (value) out << line << ' ' << value << '\n';
 }
 
 }  // namespace

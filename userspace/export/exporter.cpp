@@ -38,4 +38,19 @@ std::vector<std::string> exporter_names() {
     return names;
 }
 
+std::string format_for_path(const std::string& path) {
+    std::string format;
+    size_t longest = 0;
+    for (const auto& f : kFormats)
+        for (const std::string& ext : f.make()->extensions()) {
+            const std::string end = "." + ext;
+            if (end.size() > longest && path.size() >= end.size() &&
+                path.compare(path.size() - end.size(), end.size(), end) == 0) {
+                format = f.name;
+                longest = end.size();
+            }
+        }
+    return format;
+}
+
 }  // namespace pbp

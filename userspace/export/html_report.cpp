@@ -8,36 +8,39 @@
 //  - functions: (qualname, file) -> one entry; lines are kept only where the time is spent
 //    (the leaf frame's line), so the flame graph is per function and the top table can
 //    still say file:line;
+//  - time is counted in weight units (run.weight_unit_ns): a sample counts its weight
+//    (Sample::weight_ns) in units, rounded; the unit is the greatest common divisor of the
+//    weights (made coarser only if a thread's total would not fit 31 bits), so in an
+//    ordinary on-CPU profile, where every sample weighs one sampling period, one unit is
+//    one period and every count below is a number of samples;
 //  - a call tree of the whole run: node = (parent, function, leaf line or 0); each distinct
-//    sampled stack is one node, numbered by sample count (hot stacks get small numbers);
-//  - per thread, "fine" bins (at most kMaxFineBins per run) with the sample count and the
+//    sampled stack is one node, numbered by weight (hot stacks get small numbers);
+//  - per thread, "fine" bins (at most kMaxFineBins per run) with the weight and the
 //    hottest leaf function: the timeline;
-//  - per thread, "cells" (coarse bin, stack, count), coarse bin = k fine bins: what the
+//  - per thread, "cells" (coarse bin, stack, weight), coarse bin = k fine bins: what the
 //    flame graph, the tables and the totals are computed from for any selected time range /
 //    process / thread. k is the smallest that keeps the cells under a budget (max_cells);
 //    when that would leave fewer than kMinSteps selection steps (long runs with many
 //    threads and stacks), a lossy mode keeps ~kLossySteps steps instead: in each
-//    (thread, interval), the stacks seen fewer than min_count times are merged into a
+//    (thread, interval), the stacks that weigh less than min_count units are merged into a
 //    "[rare stacks]" frame under their nearest caller that is hot in the whole run. Totals
 //    stay exact (every sample is still in its thread and interval), only the rarest deep
 //    detail is merged; the whole run's cells (the view the page opens with) are then
 //    embedded exactly as well when they take at most half the budget;
 //  - per process, CPU % and RSS over time (ResourceSampler, ~1 Hz, downsampled to <= 1000
 //    points);
-//  - the run summary, and the speedscope JSON of the same run, gzipped, as a download when
-//    it fits the size budget (the whole file stays under kMaxFileBytes).
+//  - the run summary, and the speedscope JSON of the same run (write_speedscope), gzipped,
+//    as a download when it fits the size budget (the whole file stays under kMaxFileBytes).
 //
 // Integer sequences are unsigned LEB128 varints, base64-encoded (report.js decodes them).
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -45,8 +48,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "export/common.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
+#include "export/speedscope.h"
 
 #ifndef PYBPFPROF_VERSION
 #define PYBPFPROF_VERSION "unknown"
@@ -108,24 +113,6 @@ std::string base64(std::string_view in) {
     return out;
 }
 
-// gzip (RFC 1952) of in; empty on failure.
-std::string gzip(std::string_view in) {
-    z_stream zs{};
-    if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
-    std::string out;
-    out.resize(deflateBound(&zs, in.size()) + 64);
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-    zs.avail_in = static_cast<uInt>(in.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    int rc = deflate(&zs, Z_FINISH);
-    size_t n = zs.total_out;
-    deflateEnd(&zs);
-    if (rc != Z_STREAM_END) return {};
-    out.resize(n);
-    return out;
-}
-
 std::string html_escape(const std::string& s) {
     std::string r;
     for (char c : s) {
@@ -153,29 +140,11 @@ std::string script_safe_json(const json& j) {
     return r;
 }
 
-std::string iso8601_utc(int64_t unix_ns) {
-    int64_t sec = unix_ns / 1000000000LL, rem = unix_ns % 1000000000LL;
-    if (rem < 0) rem += 1000000000LL, sec -= 1;
-    time_t t = static_cast<time_t>(sec);
-    struct tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(rem / 1000000));
-    return buf;
-}
-
 // Smallest 1, 2 or 5 x 10^k that is >= x (x >= 1).
 uint64_t nice_ceil(uint64_t x) {
     for (uint64_t p = 1;; p *= 10)
         for (uint64_t m : {1, 2, 5})
             if (m * p >= x) return m * p;
-}
-
-uint64_t period_of(const RunInfo& run) {
-    if (run.period_ns) return run.period_ns;
-    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
-    return 1000000;
 }
 
 // ---- aggregation -------------------------------------------------------------------
@@ -198,7 +167,7 @@ struct NodeKeyHash {
     }
 };
 
-// Samples of one report stack in one bin of one thread.
+// The weight (in units) of one report stack in one bin of one thread.
 struct Cell {
     uint32_t bin, rs, count;
 };
@@ -206,22 +175,25 @@ using Cells = std::vector<Cell>;  // one thread's, sorted by (bin, rs)
 
 struct Lossy {
     bool on = false;
-    uint64_t min_count = 0;  // a stack seen fewer times in a (thread, interval) is merged...
+    uint64_t min_count = 0;  // a stack weighing fewer units in a (thread, interval) is merged...
     uint64_t hot = 0;        // ...into "[rare stacks]" under its nearest caller with this many
-                             // samples in the whole run
-    uint64_t merged = 0;     // samples merged
+                             // units in the whole run
+    uint64_t merged = 0;     // units merged
     bool whole = false;      // exact whole-run cells are embedded too (the default view)
 };
 
 class Aggregation {
 public:
-    Aggregation(const Profile& p, const HtmlReportLimits& lim) : p_(p), lim_(lim) {}
+    Aggregation(const Profile& p, const HtmlReportLimits& lim) : p_(p), lim_(lim), fns_(p.frames) {}
     json build(std::string& note);
 
 private:
-    uint32_t extra_fn(const std::string& name);
+    // A synthetic function of the report's own ("[rare stacks]"), made once.
+    uint32_t extra_fn(const std::string& name) { return fns_.intern(name, "", true); }
     uint32_t node(uint32_t parent, uint32_t func, int32_t line);
-    void functions();
+    void choose_unit();
+    uint64_t units(const Sample& s) const { return (s.weight_ns + unit_ns_ / 2) / unit_ns_; }
+    json functions_json(json& files) const;
     void call_tree();
     template <class F>
     void for_thread_samples(const ThreadProfile& t, F f) const;
@@ -242,34 +214,18 @@ private:
     const Profile& p_;
     const HtmlReportLimits& lim_;
     std::vector<const ThreadProfile*> threads_;  // in output order
-    std::vector<uint64_t> stack_count_;          // per Profile stack
-    std::vector<std::string> files_;
-    std::vector<std::string> fn_name_;
-    std::vector<uint32_t> fn_file_;
-    std::vector<int> fn_line_;                   // smallest line seen (0 = none)
-    std::vector<uint32_t> func_of_frame_;
+    std::vector<uint64_t> stack_count_;          // per Profile stack: its units
+    FunctionTable fns_;
+    uint64_t unit_ns_ = 1;                       // what one unit of weight stands for
     std::unordered_map<NodeKey, uint32_t, NodeKeyHash> node_index_;
     std::vector<uint32_t> node_parent_, node_func_;
-    std::vector<uint64_t> node_incl_;  // samples in the node's subtree (whole run)
+    std::vector<uint64_t> node_incl_;  // units in the node's subtree (whole run)
     std::vector<int32_t> node_line_;
-    std::vector<uint32_t> rstack_node_;  // report stack -> node, by count (descending)
+    std::vector<uint32_t> rstack_node_;  // report stack -> node, by units (descending)
     std::vector<uint32_t> rstack_of_;    // Profile stack -> report stack
     std::vector<uint32_t> leaf_func_;    // report stack -> leaf function
     uint64_t t0_ = 0, fine_ns_ = 1, nfine_ = 1, k_ = 1;
 };
-
-// A synthetic function of the report's own ("[rare stacks]"), made once.
-uint32_t Aggregation::extra_fn(const std::string& name) {
-    auto fi = std::find(files_.begin(), files_.end(), std::string());
-    uint32_t file = static_cast<uint32_t>(fi - files_.begin());
-    if (fi == files_.end()) files_.push_back("");
-    for (uint32_t i = 0; i < fn_name_.size(); i++)
-        if (fn_name_[i] == name && fn_file_[i] == file) return i;
-    fn_name_.push_back(name);
-    fn_file_.push_back(file);
-    fn_line_.push_back(0);
-    return static_cast<uint32_t>(fn_name_.size() - 1);
-}
 
 uint32_t Aggregation::node(uint32_t parent, uint32_t func, int32_t line) {
     auto [it, added] = node_index_.emplace(NodeKey{parent, func, line}, static_cast<uint32_t>(node_parent_.size()));
@@ -282,25 +238,34 @@ uint32_t Aggregation::node(uint32_t parent, uint32_t func, int32_t line) {
     return it->second;
 }
 
-void Aggregation::functions() {
-    std::unordered_map<std::string, uint32_t> file_idx, fn_idx;
-    func_of_frame_.resize(p_.frames.size());
-    for (uint32_t i = 0; i < p_.frames.size(); i++) {
-        const Frame& f = p_.frames.at(i);
-        std::string file = f.synthetic ? std::string() : f.file;
-        auto [fi, fnew] = file_idx.emplace(file, static_cast<uint32_t>(files_.size()));
-        if (fnew) files_.push_back(file);
-        std::string name = f.name.empty() ? "?" : f.name;
-        auto [it, added] = fn_idx.emplace(name + '\x1f' + file, static_cast<uint32_t>(fn_name_.size()));
-        if (added) {
-            fn_name_.push_back(name);
-            fn_file_.push_back(fi->second);
-            fn_line_.push_back(0);
+void Aggregation::choose_unit() {
+    uint64_t g = 0, most = 0;
+    for (const auto& [_, pr] : p_.processes)
+        for (const auto& [__, t] : pr.threads) {
+            uint64_t sum = 0;
+            for (const Sample& s : t.samples) g = std::gcd(g, s.weight_ns), sum += s.weight_ns;
+            most = std::max(most, sum);
         }
-        uint32_t fn = it->second;
-        if (!f.synthetic && f.line > 0 && (fn_line_[fn] == 0 || f.line < fn_line_[fn])) fn_line_[fn] = f.line;
-        func_of_frame_[i] = fn;
+    unit_ns_ = g ? g : sampling_period_ns(p_.run);
+    constexpr uint64_t kMaxUnits = 1ULL << 31;
+    if (most / unit_ns_ >= kMaxUnits) unit_ns_ = nice_ceil(most / kMaxUnits + 1);
+}
+
+// The functions (fn) and their files (files), each file once.
+json Aggregation::functions_json(json& files) const {
+    std::unordered_map<std::string, uint32_t> file_idx;
+    std::vector<std::string> name, file_names;
+    std::vector<uint32_t> file;
+    std::vector<int> line;
+    for (const Function& f : fns_.all()) {
+        auto [it, added] = file_idx.emplace(f.file, static_cast<uint32_t>(file_names.size()));
+        if (added) file_names.push_back(f.file);
+        name.push_back(f.name);
+        file.push_back(it->second);
+        line.push_back(f.first_line);
     }
+    files = file_names;
+    return {{"name", name}, {"file", file}, {"line", line}};
 }
 
 // The call tree of the run (node 0 = root; a node's parent comes before it) and the
@@ -319,7 +284,7 @@ void Aggregation::call_tree() {
         for (size_t i = 0; i < st.size(); i++) {
             const Frame& f = p_.frames.at(st[i]);
             bool leaf = i + 1 == st.size();
-            n = node(n, func_of_frame_[st[i]], leaf && !f.synthetic ? f.line : 0);
+            n = node(n, fns_.of_frame(st[i]), leaf && !f.synthetic ? f.line : 0);
         }
         node_of_stack[s] = n;
     }
@@ -372,7 +337,10 @@ Cells Aggregation::fine_cells(const ThreadProfile& t) const {
         if (r == kNone) return;
         int64_t b = fine_bin(s.ts_ns);
         if (b != cur) flush(), cur = b;
-        if (!count[r]++) touched.push_back(r);
+        uint32_t u = static_cast<uint32_t>(units(s));
+        if (!u) return;
+        if (!count[r]) touched.push_back(r);
+        count[r] += u;
     });
     flush();
     return out;
@@ -482,10 +450,10 @@ std::vector<Cells> Aggregation::apply_lossy(const std::vector<Cells>& all, uint6
     return out;
 }
 
-// Per fine bin: [bin delta, samples, hottest leaf function].
+// Per fine bin: [bin delta, units, hottest leaf function].
 std::string Aggregation::encode_fine(const Cells& c) const {
     std::string out;
-    std::vector<uint32_t> fn_count(fn_name_.size(), 0), touched;
+    std::vector<uint32_t> fn_count(fns_.size(), 0), touched;
     int64_t prev = -1;
     uint32_t total = 0;
     for (size_t i = 0; i < c.size(); i++) {
@@ -555,13 +523,14 @@ json resources_json(const ProcessProfile& pr, uint64_t t0) {
 
 json Aggregation::build(std::string& note) {
     const RunInfo& run = p_.run;
-    const uint64_t period = period_of(run);
+    const uint64_t period = sampling_period_ns(run);
+    choose_unit();
     stack_count_.assign(p_.stacks.size(), 0);
     uint64_t total = 0, first_ts = UINT64_MAX, last_ts = 0;
     for (const auto& [_, pr] : p_.processes)
         for (const auto& [__, t] : pr.threads)
             for (const Sample& s : t.samples) {
-                if (s.stack < stack_count_.size()) stack_count_[s.stack]++;
+                if (s.stack < stack_count_.size()) stack_count_[s.stack] += units(s);
                 total++;
                 first_ts = std::min(first_ts, s.ts_ns);
                 last_ts = std::max(last_ts, s.ts_ns);
@@ -573,7 +542,6 @@ json Aggregation::build(std::string& note) {
     fine_ns_ = nice_ceil(std::max<uint64_t>({5 * period, (span + lim_.max_fine_bins - 1) / lim_.max_fine_bins, 1}));
     nfine_ = std::max<uint64_t>(1, (span + fine_ns_ - 1) / fine_ns_);
 
-    functions();
     call_tree();
     for (const auto& [_, pr] : p_.processes)
         for (const auto& [__, t] : pr.threads) threads_.push_back(&t);
@@ -663,13 +631,17 @@ json Aggregation::build(std::string& note) {
     json r;
     r["target"] = run.target;
     r["command"] = run.command;
-    r["start_iso"] = iso8601_utc(run.start_unix_ns);
+    r["start_iso"] = iso8601_utc_ms(run.start_unix_ns);
     r["start_unix_ms"] = static_cast<double>(run.start_unix_ns / 1000000);
     r["duration_s"] = run.end_mono_ns > run.start_mono_ns ? run.duration_s() : span / 1e9;
     r["span_s"] = span / 1e9;
     r["rate_hz"] = run.rate_hz;
     r["period_ns"] = period;
     r["samples"] = total;
+    r["weight_unit_ns"] = unit_ns_;
+    r["weight_units"] = std::accumulate(stack_count_.begin(), stack_count_.end(), uint64_t{0});
+    r["cpu_ns"] = p_.total_weight_ns(SampleKind::Cpu);
+    r["off_cpu_ns"] = p_.total_weight_ns(SampleKind::OffCpu);
     r["lost"] = run.lost;
     r["truncated"] = run.truncated;
     r["unresolved"] = run.unresolved;
@@ -685,8 +657,9 @@ json Aggregation::build(std::string& note) {
     r["threads"] = p_.total_threads();
     doc["run"] = r;
 
-    doc["files"] = files_;
-    doc["fn"] = {{"name", fn_name_}, {"file", fn_file_}, {"line", fn_line_}};
+    json files;
+    doc["fn"] = functions_json(files);
+    doc["files"] = files;
     std::string nodes;
     for (size_t n = 1; n < node_parent_.size(); n++) {
         put_varint(nodes, n - node_parent_[n]);
@@ -752,10 +725,10 @@ std::string style(std::string_view css) {
 class HtmlExporter : public Exporter {
 public:
     std::string name() const override { return "html"; }
-    std::string extension() const override { return "html"; }
+    std::vector<std::string> extensions() const override { return {"html", "htm"}; }
     std::string how_to_open(const std::string& path) const override { return html_report_how_to_open(path); }
-    void write(const Profile& profile, std::ostream& out) const override {
-        out << render_html_report(profile, HtmlReportLimits{}, nullptr);
+    void write(const Profile& profile, const ExportOptions& options, std::ostream& out) const override {
+        out << render_html_report(profile, options);
     }
 };
 
@@ -770,7 +743,8 @@ std::string html_report_how_to_open(const std::string& path) {
     return "open it in a web browser (it needs no network): file://" + abs;
 }
 
-std::string render_html_report(const Profile& profile, const HtmlReportLimits& limits, HtmlReportStats* stats) {
+std::string render_html_report(const Profile& profile, const ExportOptions& options, const HtmlReportLimits& limits,
+                               HtmlReportStats* stats) {
     auto t_start = std::chrono::steady_clock::now();
     HtmlReportLimits lim = limits;
     std::string page;
@@ -817,11 +791,14 @@ std::string render_html_report(const Profile& profile, const HtmlReportLimits& l
                            " MB) is too large to embed; write it with -f speedscope";
             } else {
                 std::ostringstream os;
-                make_exporter("speedscope")->write(profile, os);
+                write_speedscope(profile, options, os);
                 std::string js = os.str();
-                std::string gz = gzip(js);
-                if (gz.empty()) raw_note = "could not compress the speedscope JSON";
-                else raw_b64 = base64(gz), raw_note = std::to_string(js.size()) + " bytes";
+                try {
+                    raw_b64 = base64(gzip(js));
+                    raw_note = std::to_string(js.size()) + " bytes";
+                } catch (const std::runtime_error&) {
+                    raw_note = "could not compress the speedscope JSON";
+                }
             }
         }
         break;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/profile.h"
+#include "export/exporter.h"
 
 namespace pbp {
 
@@ -25,8 +26,9 @@ struct HtmlReportStats {
     double seconds = 0;  // time to render
 };
 
-std::string render_html_report(const Profile& profile, const HtmlReportLimits& limits = {},
-                               HtmlReportStats* stats = nullptr);
+// options.group_by shapes the embedded speedscope download as it does -f speedscope.
+std::string render_html_report(const Profile& profile, const ExportOptions& options = {},
+                               const HtmlReportLimits& limits = {}, HtmlReportStats* stats = nullptr);
 std::string html_report_how_to_open(const std::string& path);
 
 }  // namespace pbp

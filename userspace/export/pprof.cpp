@@ -1,10 +1,14 @@
 // pprof's profile.proto (userspace/export/proto/profile.proto), gzip-compressed: what
 // `go tool pprof`, Pyroscope, Parca, Grafana and Cloud Profiler read.
 //
-// - Sample types: samples/count (1 per sample) and cpu/nanoseconds (the sampling period per
-//   sample); period_type cpu/nanoseconds, period = the period; default_sample_type cpu.
+// - Sample types: samples/count (1 per sample, of either kind) and cpu/nanoseconds (the
+//   summed weight_ns of the on-CPU samples), and off_cpu/nanoseconds (that of the off-CPU
+//   samples) only when the profile has off-CPU samples; period_type cpu/nanoseconds,
+//   period = the sampling period; default_sample_type cpu.
 //   time_nanos is the wall-clock start of the run, duration_nanos its length.
-// - One Function per distinct (name, file) of the frame table; one Location per frame-table
+// - One Function per distinct (name, file) of the frame table (export/common.h's
+//   FunctionTable; start_line = the smallest line sampled in it, at or after the real def
+//   line, exact when the entry (RESUME, 3.11+) was sampled); one Location per frame-table
 //   entry (a frame is name + file + sampled line), with one Line {function, line}, all in
 //   one mapping ("python") marked as already symbolized.
 //   Synthetic frames ("[truncated]", ...) are functions without a file name and lines 0.
@@ -18,17 +22,15 @@
 //   (pprof has no timestamp field; a per-sample "time" label would defeat the aggregation
 //   and multiply the file size); the speedscope output keeps the timeline.
 // - Ids start at 1 and string_table[0] is "". Output is deterministic for a given Profile.
-#include <zlib.h>
-
 #include <cstdio>
 #include <map>
-#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "export/common.h"
 #include "export/exporter.h"
 #include "profile.pb.h"
 
@@ -89,45 +91,24 @@ private:
     std::unordered_map<std::string, int64_t> index_;
 };
 
-uint64_t effective_period_ns(const RunInfo& run) {
-    if (run.period_ns) return run.period_ns;
-    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
-    return 1000000;  // unknown rate: count each sample as 1 ms (as the speedscope exporter does)
-}
-
-// gzip (RFC 1952) of data, as pprof expects of a .pb.gz.
-std::string gzip(const std::string& data) {
-    z_stream zs{};
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        throw std::runtime_error("pprof: deflateInit2 failed");
-    std::string out;
-    out.resize(deflateBound(&zs, data.size()) + 64);
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs.avail_in = static_cast<uInt>(data.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    int rc = deflate(&zs, Z_FINISH);
-    size_t n = zs.total_out;
-    deflateEnd(&zs);
-    if (rc != Z_STREAM_END) throw std::runtime_error("pprof: gzip compression failed");
-    out.resize(n);
-    return out;
-}
-
 class PprofExporter : public Exporter {
 public:
     std::string name() const override { return "pprof"; }
-    std::string extension() const override { return "pb.gz"; }
+    std::vector<std::string> extensions() const override { return {"pb.gz", "pprof"}; }
     std::string how_to_open(const std::string& path) const override {
         return "open it with: go tool pprof -http=: " + path +
                "  (or load it into Pyroscope, Parca or Grafana)";
     }
-    void write(const Profile& profile, std::ostream& out) const override;
+    void write(const Profile& profile, const ExportOptions& options, std::ostream& out) const override;
 };
 
-void PprofExporter::write(const Profile& prof, std::ostream& out) const {
+void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostream& out) const {
     const RunInfo& run = prof.run;
-    const int64_t period = static_cast<int64_t>(effective_period_ns(run));
+    const int64_t period = static_cast<int64_t>(sampling_period_ns(run));
+    bool off_cpu = false;
+    for (const auto& [_, pr] : prof.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples) off_cpu |= s.kind == SampleKind::OffCpu;
 
     pp::Profile p;
     StringTable st(p);
@@ -138,6 +119,11 @@ void PprofExporter::write(const Profile& prof, std::ostream& out) const {
     auto* cpu_type = p.add_sample_type();
     cpu_type->set_type(st.id("cpu"));
     cpu_type->set_unit(st.id("nanoseconds"));
+    if (off_cpu) {
+        auto* off_type = p.add_sample_type();
+        off_type->set_type(st.id("off_cpu"));
+        off_type->set_unit(st.id("nanoseconds"));
+    }
     p.mutable_period_type()->set_type(st.id("cpu"));
     p.mutable_period_type()->set_unit(st.id("nanoseconds"));
     p.set_period(period);
@@ -159,30 +145,14 @@ void PprofExporter::write(const Profile& prof, std::ostream& out) const {
     if (run.truncated)
         p.add_comment(st.id("truncated stacks: " + std::to_string(run.truncated)));
 
-    // Functions: one per (name, file, synthetic). Our frames only know the line of the sampled
-    // instruction, not where the function starts, so start_line is the smallest line sampled
-    // in that function (at or after the real def line; 0 when no line is known). On 3.11+ the
-    // entry instruction (RESUME) is on the def line, so a sampled entry makes it exact.
     const auto& frames = prof.frames.all();
-    std::map<std::tuple<std::string, std::string, bool>, uint64_t> fn_ids;
-    std::vector<uint64_t> frame_fn(frames.size());
-    for (size_t i = 0; i < frames.size(); i++) {
-        const Frame& f = frames[i];
-        const std::string file = f.synthetic ? std::string() : f.file;
-        auto key = std::make_tuple(f.name.empty() ? std::string("?") : f.name, file, f.synthetic);
-        auto [it, added] = fn_ids.emplace(key, 0);
-        if (added) {
-            auto* fn = p.add_function();
-            it->second = static_cast<uint64_t>(p.function_size());  // ids start at 1
-            fn->set_id(it->second);
-            fn->set_name(st.id(std::get<0>(key)));
-            if (!file.empty()) fn->set_filename(st.id(file));
-            if (!f.synthetic && f.line > 0) fn->set_start_line(f.line);
-        } else if (!f.synthetic && f.line > 0) {
-            auto* fn = p.mutable_function(static_cast<int>(it->second - 1));
-            if (fn->start_line() == 0 || f.line < fn->start_line()) fn->set_start_line(f.line);
-        }
-        frame_fn[i] = it->second;
+    const FunctionTable functions(prof.frames);
+    for (const Function& f : functions.all()) {  // ids start at 1
+        auto* fn = p.add_function();
+        fn->set_id(static_cast<uint64_t>(p.function_size()));
+        fn->set_name(st.id(f.name));
+        if (!f.file.empty()) fn->set_filename(st.id(f.file));
+        if (f.first_line > 0) fn->set_start_line(f.first_line);
     }
     // One mapping for everything, marked as symbolized (functions, files and lines known):
     // pprof then neither tries to symbolize the locations nor warns "Main binary filename not
@@ -200,7 +170,7 @@ void PprofExporter::write(const Profile& prof, std::ostream& out) const {
         loc->set_id(i + 1);
         loc->set_mapping_id(1);
         auto* line = loc->add_line();
-        line->set_function_id(frame_fn[i]);
+        line->set_function_id(functions.of_frame(static_cast<uint32_t>(i)) + 1);
         if (!frames[i].synthetic && frames[i].line > 0) line->set_line(frames[i].line);
     }
 
@@ -255,9 +225,7 @@ void PprofExporter::write(const Profile& prof, std::ostream& out) const {
                 str(clash ? "label_" + k : k, v);
             }
 
-            std::map<uint32_t, int64_t> counts;  // stack -> samples, ordered for stable output
-            for (const auto& s : t.samples) counts[s.stack]++;
-            for (const auto& [stack, n] : counts) {
+            for (const auto& [stack, total] : thread_stack_totals(t)) {  // in stack order: stable output
                 auto* s = p.add_sample();
                 if (stack < prof.stacks.size()) {
                     const auto& root_first = prof.stacks.at(stack);
@@ -265,8 +233,9 @@ void PprofExporter::write(const Profile& prof, std::ostream& out) const {
                         if (*it < frames.size()) s->add_location_id(*it + 1);
                 }
                 if (s->location_id_size() == 0) s->add_location_id(empty_stack_location());
-                s->add_value(n);
-                s->add_value(n * period);
+                s->add_value(static_cast<int64_t>(total.samples));
+                s->add_value(static_cast<int64_t>(total.cpu_ns));
+                if (off_cpu) s->add_value(static_cast<int64_t>(total.off_cpu_ns));
                 for (const auto& l : labels) *s->add_label() = l;
             }
         }

@@ -1,23 +1,25 @@
 // speedscope file format (https://www.speedscope.app/file-format-schema.json).
 //
 // One `sampled` profile per (process, thread) that has samples, all sharing one frame
-// table. Weights are seconds of CPU time (one sampling period per sample). startValue and
-// endValue are seconds since the run start, so every profile uses the same time base.
+// table. Each sample's weight is its Sample::weight_ns in seconds: the sampling period for
+// an on-CPU sample, the time waited for an off-CPU one (a thread's off-CPU samples, if any,
+// are in the same profile as its on-CPU ones). startValue and endValue are seconds since
+// the run start, so every profile uses the same time base.
 // Note: speedscope itself lays the samples of a sampled profile out back to back from
 // startValue (it has no per-sample timestamps); the time base is there for tools and for the
 // width of the time-order view (speedscope uses max(endValue - startValue, sum of weights)).
 //
 // speedscope refuses a file with no profiles ("Successfully imported profile, but it's
 // empty!"), so an idle run still gets one empty profile per seen process (or one for the run).
+#include "export/speedscope.h"
+
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
-#include "export/exporter.h"
+#include "export/common.h"
 
 #ifndef PYBPFPROF_VERSION
 #define PYBPFPROF_VERSION "unknown"
@@ -32,52 +34,6 @@ constexpr const char* kSchema = "https://www.speedscope.app/file-format-schema.j
 // JSON string literal; invalid UTF-8 is replaced with U+FFFD rather than throwing.
 std::string jstr(const std::string& s) {
     return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// Exact decimal seconds for a nanosecond count ("0.01010101", "-1.5", "3").
-std::string seconds(int64_t ns) {
-    std::string s;
-    uint64_t a;
-    if (ns < 0) {
-        s = "-";
-        a = static_cast<uint64_t>(-(ns + 1)) + 1;
-    } else {
-        a = static_cast<uint64_t>(ns);
-    }
-    s += std::to_string(a / 1000000000ULL);
-    uint64_t frac = a % 1000000000ULL;
-    if (frac) {
-        char buf[16];
-        std::snprintf(buf, sizeof buf, ".%09llu", static_cast<unsigned long long>(frac));
-        std::string f = buf;
-        while (f.back() == '0') f.pop_back();
-        s += f;
-    }
-    return s;
-}
-
-// "2026-11-21T11:38:00.123Z"
-std::string iso8601_utc_ms(int64_t unix_ns) {
-    int64_t sec = unix_ns / 1000000000LL;
-    int64_t rem = unix_ns % 1000000000LL;
-    if (rem < 0) {
-        rem += 1000000000LL;
-        sec -= 1;
-    }
-    time_t t = static_cast<time_t>(sec);
-    struct tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>(rem / 1000000));
-    return buf;
-}
-
-uint64_t effective_period_ns(const RunInfo& run) {
-    if (run.period_ns) return run.period_ns;
-    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
-    return 1000000;  // unknown rate: count each sample as 1 ms rather than drop it (weight 0)
 }
 
 std::string labels_suffix(const ProcessProfile& p) {
@@ -97,17 +53,20 @@ std::string thread_profile_name(const ProcessProfile& p, const ThreadProfile& t)
 class SpeedscopeExporter : public Exporter {
 public:
     std::string name() const override { return "speedscope"; }
-    std::string extension() const override { return "speedscope.json"; }
+    std::vector<std::string> extensions() const override { return {"speedscope.json"}; }
     std::string how_to_open(const std::string& path) const override {
         return "open it at https://www.speedscope.app or run: npx speedscope " + path;
     }
-    void write(const Profile& profile, std::ostream& out) const override;
+    void write(const Profile& profile, const ExportOptions& options, std::ostream& out) const override {
+        write_speedscope(profile, options, out);
+    }
 };
 
-void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
+}  // namespace
+
+void write_speedscope(const Profile& prof, const ExportOptions& options, std::ostream& out) {
     const RunInfo& run = prof.run;
-    const uint64_t period = effective_period_ns(run);
-    const std::string weight = seconds(static_cast<int64_t>(period));
+    const uint64_t period = sampling_period_ns(run);
     const std::string start_iso = iso8601_utc_ms(run.start_unix_ns);
     auto rel = [&](uint64_t mono_ns) {
         return static_cast<int64_t>(mono_ns - run.start_mono_ns);
@@ -160,7 +119,8 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
     out << "]},\n";
 
     out << "\"profiles\":[";
-    size_t index = 0, active = 0, active_samples = 0;
+    size_t index = 0, active = 0;
+    uint64_t active_ns = 0;
     auto sep = [&]() {
         if (index) out << ",";
         out << "\n";
@@ -175,7 +135,7 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
     std::map<std::string, size_t> pod_group;
     std::map<std::string, std::set<uint32_t>> pod_pids;
     for (const auto& [pid, p] : prof.processes) {
-        const std::string pod = run.group_by == "pod" ? p.pod_name() : "";
+        const std::string pod = options.group_by == "pod" ? p.pod_name() : "";
         for (const auto& [tid, t] : p.threads) {
             if (t.samples.empty()) continue;
             if (pod.empty()) {
@@ -205,8 +165,8 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
             const int64_t last = rel(order.back()->ts_ns);
             sep();
             out << "{\"type\":\"sampled\",\"name\":" << jstr(g.name)
-                << ",\"unit\":\"seconds\",\"startValue\":" << seconds(first)
-                << ",\"endValue\":" << seconds(last + static_cast<int64_t>(period))
+                << ",\"unit\":\"seconds\",\"startValue\":" << decimal_seconds(first)
+                << ",\"endValue\":" << decimal_seconds(last + static_cast<int64_t>(period))
                 << ",\n\"samples\":[";
             bool first_sample = true;
             for (const Sample* s : order) {
@@ -222,13 +182,20 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
                 out << "]";
             }
             out << "],\n\"weights\":[";
+            uint64_t last_ns = 0, sum_ns = 0;
+            std::string weight = "0";
             for (size_t k = 0; k < order.size(); k++) {
                 if (k) out << ",";
+                if (order[k]->weight_ns != last_ns) {  // most samples weigh what the one before did
+                    last_ns = order[k]->weight_ns;
+                    weight = decimal_seconds(static_cast<int64_t>(last_ns));
+                }
                 out << weight;
+                sum_ns += last_ns;
             }
             out << "]}";
-            if (order.size() > active_samples) {
-                active_samples = order.size();
+            if (sum_ns > active_ns || index == 0) {  // the busiest profile opens first
+                active_ns = sum_ns;
                 active = index;
             }
             index++;
@@ -241,7 +208,7 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
         auto empty_profile = [&](const std::string& name) {
             sep();
             out << "{\"type\":\"sampled\",\"name\":" << jstr(name + " (no samples)")
-                << ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":" << seconds(end)
+                << ",\"unit\":\"seconds\",\"startValue\":0,\"endValue\":" << decimal_seconds(end)
                 << ",\"samples\":[],\"weights\":[]}";
             index++;
         };
@@ -250,8 +217,6 @@ void SpeedscopeExporter::write(const Profile& prof, std::ostream& out) const {
     }
     out << "],\n\"activeProfileIndex\":" << active << "}\n";
 }
-
-}  // namespace
 
 std::unique_ptr<Exporter> make_speedscope_exporter() {
     return std::make_unique<SpeedscopeExporter>();

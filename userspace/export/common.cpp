@@ -1,0 +1,146 @@
+#include "export/common.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace pbp {
+
+std::string gzip(std::string_view data) {
+    z_stream zs{};
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        throw std::runtime_error("gzip: deflateInit2 failed");
+    std::string out;
+    out.resize(deflateBound(&zs, data.size()) + 64);
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    zs.avail_in = static_cast<uInt>(data.size());
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());
+    zs.avail_out = static_cast<uInt>(out.size());
+    int rc = deflate(&zs, Z_FINISH);
+    size_t n = zs.total_out;
+    deflateEnd(&zs);
+    if (rc != Z_STREAM_END) throw std::runtime_error("gzip: compression failed");
+    out.resize(n);
+    return out;
+}
+
+uint64_t sampling_period_ns(const RunInfo& run) {
+    if (run.period_ns) return run.period_ns;
+    if (run.rate_hz > 0) return static_cast<uint64_t>(1e9 / run.rate_hz + 0.5);
+    return 1000000;
+}
+
+std::string decimal_seconds(int64_t ns) {
+    const uint64_t a = ns < 0 ? static_cast<uint64_t>(-(ns + 1)) + 1 : static_cast<uint64_t>(ns);
+    std::string s = (ns < 0 ? "-" : "") + std::to_string(a / 1000000000ULL);
+    uint64_t frac = a % 1000000000ULL;
+    if (frac) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, ".%09llu", static_cast<unsigned long long>(frac));
+        std::string f = buf;
+        while (f.back() == '0') f.pop_back();
+        s += f;
+    }
+    return s;
+}
+
+std::string iso8601_utc_ms(int64_t unix_ns) {
+    int64_t sec = unix_ns / 1000000000LL;
+    int64_t rem = unix_ns % 1000000000LL;
+    if (rem < 0) {
+        rem += 1000000000LL;
+        sec -= 1;
+    }
+    time_t t = static_cast<time_t>(sec);
+    struct tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  static_cast<int>(rem / 1000000));
+    return buf;
+}
+
+bool every_sample_weighs(const Profile& profile, uint64_t weight_ns) {
+    for (const auto& [_, p] : profile.processes)
+        for (const auto& [__, t] : p.threads)
+            for (const Sample& s : t.samples)
+                if (s.weight_ns != weight_ns) return false;
+    return true;
+}
+
+void StackTotal::add(const Sample& s) {
+    samples++;
+    (s.kind == SampleKind::OffCpu ? off_cpu_ns : cpu_ns) += s.weight_ns;
+}
+
+std::map<uint32_t, StackTotal> thread_stack_totals(const ThreadProfile& thread) {
+    std::map<uint32_t, StackTotal> totals;
+    for (const Sample& s : thread.samples) totals[s.stack].add(s);
+    return totals;
+}
+
+std::vector<uint64_t> stack_weights(const Profile& profile) {
+    std::vector<uint64_t> w(profile.stacks.size(), 0);
+    for (const auto& [_, p] : profile.processes)
+        for (const auto& [__, t] : p.threads)
+            for (const Sample& s : t.samples)
+                if (s.stack < w.size()) w[s.stack] += s.weight_ns;
+    return w;
+}
+
+FunctionTable::FunctionTable(const FrameTable& frames) {
+    of_frame_.resize(frames.size());
+    for (uint32_t i = 0; i < frames.size(); i++) {
+        const Frame& f = frames.at(i);
+        uint32_t fn = intern(f.name.empty() ? std::string("?") : f.name, f.synthetic ? std::string() : f.file,
+                             f.synthetic);
+        int& first = functions_[fn].first_line;
+        if (!f.synthetic && f.line > 0 && (first == 0 || f.line < first)) first = f.line;
+        of_frame_[i] = fn;
+    }
+}
+
+uint32_t FunctionTable::intern(const std::string& name, const std::string& file, bool synthetic) {
+    auto [it, added] = index_.emplace(std::make_tuple(name, file, synthetic), static_cast<uint32_t>(functions_.size()));
+    if (added) functions_.push_back({name, file, synthetic, 0});
+    return it->second;
+}
+
+FunctionTimes function_times(const Profile& profile, const FunctionTable& functions,
+                             const std::vector<uint64_t>& stack_weight) {
+    FunctionTimes r;
+    r.self_ns.assign(functions.size(), 0);
+    r.total_ns.assign(functions.size(), 0);
+    r.hot_line.assign(functions.size(), 0);
+    std::vector<bool> has_line(functions.size(), false);
+    for (uint32_t i = 0; i < profile.frames.size(); i++) {
+        uint32_t fn = functions.of_frame(i);
+        if (!has_line[fn]) has_line[fn] = true, r.hot_line[fn] = profile.frames.at(i).line;
+    }
+    std::vector<uint64_t> frame_self(profile.frames.size(), 0);
+    std::unordered_set<uint32_t> seen;
+    for (uint32_t s = 0; s < stack_weight.size() && s < profile.stacks.size(); s++) {
+        uint64_t w = stack_weight[s];
+        if (!w) continue;
+        r.all_ns += w;
+        const auto& st = profile.stacks.at(s);
+        if (st.empty()) continue;
+        seen.clear();
+        for (uint32_t f : st)
+            if (seen.insert(functions.of_frame(f)).second) r.total_ns[functions.of_frame(f)] += w;
+        r.self_ns[functions.of_frame(st.back())] += w;
+        frame_self[st.back()] += w;
+    }
+    std::vector<uint64_t> best(functions.size(), 0);
+    for (uint32_t i = 0; i < frame_self.size(); i++) {
+        uint32_t fn = functions.of_frame(i);
+        if (frame_self[i] > best[fn]) best[fn] = frame_self[i], r.hot_line[fn] = profile.frames.at(i).line;
+    }
+    return r;
+}
+
+}  // namespace pbp

@@ -1,0 +1,89 @@
+// What the exporters and the end-of-run summary share: gzip, the sampling period, time
+// formatting, per-stack totals and the function table (self/total time per function).
+// Every total here sums the samples' weights (Sample::weight_ns): one sample is not one
+// period.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "engine/profile.h"
+
+namespace pbp {
+
+// gzip (RFC 1952) of data at zlib's default level, as a .pb.gz is; throws
+// std::runtime_error when zlib fails.
+std::string gzip(std::string_view data);
+
+// The run's sampling period: period_ns, else 1/rate_hz, else 1 ms (an unknown rate).
+uint64_t sampling_period_ns(const RunInfo& run);
+
+// Exact decimal seconds of a nanosecond count: "0.01010101", "-1.5", "3".
+std::string decimal_seconds(int64_t ns);
+
+// UTC with milliseconds: "2026-11-21T11:38:00.123Z".
+std::string iso8601_utc_ms(int64_t unix_ns);
+
+// True when every sample of the profile weighs exactly weight_ns (true for no samples).
+bool every_sample_weighs(const Profile& profile, uint64_t weight_ns);
+
+// What the samples of one stack add up to.
+struct StackTotal {
+    uint64_t samples = 0;
+    uint64_t cpu_ns = 0;      // weights of the SampleKind::Cpu samples
+    uint64_t off_cpu_ns = 0;  // weights of the SampleKind::OffCpu samples
+    uint64_t weight_ns() const { return cpu_ns + off_cpu_ns; }
+    void add(const Sample& s);
+};
+
+// One thread's samples by stack (StackTable index), in stack order.
+std::map<uint32_t, StackTotal> thread_stack_totals(const ThreadProfile& thread);
+
+// The weight of every sample of the profile, by stack (indexed like the StackTable; samples
+// whose stack is out of range are left out).
+std::vector<uint64_t> stack_weights(const Profile& profile);
+
+// The profile's functions: one per (name, file, synthetic) of the frame table, in order of
+// first appearance ("?" for an empty name, no file for a synthetic frame).
+struct Function {
+    std::string name;
+    std::string file;
+    bool synthetic = false;
+    // The smallest line sampled in the function (frames only know the line of the sampled
+    // instruction; on 3.11+ a sampled entry, RESUME, is the def line); 0 = none.
+    int first_line = 0;
+};
+
+class FunctionTable {
+public:
+    explicit FunctionTable(const FrameTable& frames);
+    uint32_t of_frame(uint32_t frame) const { return of_frame_[frame]; }
+    const Function& at(uint32_t fn) const { return functions_[fn]; }
+    size_t size() const { return functions_.size(); }
+    const std::vector<Function>& all() const { return functions_; }
+    // A function that is no frame's (the report's "[rare stacks]"): added once.
+    uint32_t intern(const std::string& name, const std::string& file, bool synthetic);
+
+private:
+    std::vector<Function> functions_;
+    std::vector<uint32_t> of_frame_;
+    std::map<std::tuple<std::string, std::string, bool>, uint32_t> index_;
+};
+
+// Self and total time per function of a FunctionTable, from the weight of each stack
+// (stack_weights): self is the time a function was the leaf, total the time it was
+// anywhere on the stack (a recursive function counts once per stack).
+struct FunctionTimes {
+    std::vector<uint64_t> self_ns, total_ns;
+    // Per function, the line with the most self time (without any: the line of its first
+    // frame in the frame table).
+    std::vector<int> hot_line;
+    uint64_t all_ns = 0;        // every stack's weight
+};
+FunctionTimes function_times(const Profile& profile, const FunctionTable& functions,
+                             const std::vector<uint64_t>& stack_weight);
+
+}  // namespace pbp
