@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cpython/layout.h"
+#include "cpython/policy.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
 
@@ -766,6 +767,100 @@ TEST(LayoutDebugOffsets, FutureVersionUsesNewestShapeWithWarning) {
     // A future version whose struct is shaped like 3.13 fails the plausibility checks.
     auto bad = synth(13, 0x031000F0, false, plausible(13, false));
     EXPECT_FALSE(layout_from_debug_offsets(bad.bytes, err, warn));
+}
+
+
+// ---- choose_layout: which source for which version (cpython/policy.h) -----------------------
+
+// _PyRuntime's first bytes at 'base' (the rest of memory unreadable), counting the reads.
+struct FakeRuntime final : pbp::MemoryReader {
+    uint64_t base = 0x7f00'0040'0000;
+    std::vector<uint8_t> bytes;
+    int reads = 0;
+    explicit FakeRuntime(std::vector<uint8_t> b) : bytes(std::move(b)) {}
+    bool read(uint64_t addr, void* buf, size_t n) override {
+        reads++;
+        if (addr < base || addr + n > base + bytes.size()) return false;
+        std::memcpy(buf, bytes.data() + (addr - base), n);
+        return true;
+    }
+};
+
+TEST(LayoutChoice, TablesUpTo312WithoutReadingTheRuntime) {
+    FakeRuntime mem(synth(13, 0x030D00F0, false, plausible(13, false)).bytes);
+    for (uint32_t hex : {0x03060FF0u, 0x030700F0u, 0x030A04F0u, 0x030B07F0u, 0x030C01F0u}) {
+        Version v = Version::from_hex(hex);
+        auto c = choose_layout(v, mem.base, mem);
+        ASSERT_TRUE(c.layout) << v.str() << ": " << c.error;
+        EXPECT_EQ(c.layout->source, "table 3." + std::to_string(v.minor));
+        EXPECT_EQ(c.layout->version.hex(), hex);
+        EXPECT_EQ(c.error, "");
+        EXPECT_EQ(c.warning, "");
+    }
+    EXPECT_EQ(mem.reads, 0) << "a version with a table never reads _Py_DebugOffsets";
+    // 3.6 has no _PyRuntime at all: the table still applies.
+    auto c36 = choose_layout(Version::from_hex(0x03060FF0), 0, mem);
+    ASSERT_TRUE(c36.layout);
+    EXPECT_FALSE(c36.layout->runtime_interp_head);
+    // Before 3.6, or not 3 at all: nothing, and nothing to say.
+    for (uint32_t hex : {0x030509F0u, 0x020712F0u}) {
+        auto c = choose_layout(Version::from_hex(hex), mem.base, mem);
+        EXPECT_FALSE(c.layout) << c.layout->source;
+        EXPECT_EQ(c.error, "");
+    }
+    EXPECT_EQ(mem.reads, 0);
+}
+
+TEST(LayoutChoice, DebugOffsetsFrom313AndForUnknownVersions) {
+    FakeRuntime mem(synth(14, 0x030E0AF0, false, plausible(14, false)).bytes);
+    // Known 3.13+ (Py_Version): _Py_DebugOffsets, whose version is the exact one.
+    auto c = choose_layout(Version::from_hex(0x030E0AF0), mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->source, "_Py_DebugOffsets 3.14.10");
+    EXPECT_EQ(mem.reads, 1);
+    // Unknown version (no Py_Version, no name): _Py_DebugOffsets tells it.
+    c = choose_layout(Version{}, mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->version.str(), "3.14.10");
+    EXPECT_EQ(c.layout->bpf.py_version_hex, 0x030E0AF0u);
+    // Only major.minor known (from a name): the table's exact version.
+    Version mm;
+    mm.major = 3;
+    mm.minor = 14;
+    c = choose_layout(mm, mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->version.str(), "3.14.10");
+    EXPECT_EQ(mem.reads, 3);
+    // No _PyRuntime: nothing, nothing read, nothing to say.
+    for (Version v : {Version::from_hex(0x030D00F0), Version{}}) {
+        c = choose_layout(v, 0, mem);
+        EXPECT_FALSE(c.layout);
+        EXPECT_EQ(c.error, "");
+    }
+    EXPECT_EQ(mem.reads, 3);
+}
+
+TEST(LayoutChoice, DebugOffsetsErrorsAndWarningsPassThrough) {
+    FakeRuntime bad(synth(13, 0x030D00F0, false, plausible(13, false), "xdebugpx").bytes);
+    auto c = choose_layout(Version::from_hex(0x030D00F0), bad.base, bad);
+    EXPECT_FALSE(c.layout);
+    EXPECT_NE(c.error.find("cookie"), std::string::npos) << c.error;
+    // Unreadable _PyRuntime.
+    c = choose_layout(Version::from_hex(0x030D00F0), bad.base + 0x100000, bad);
+    EXPECT_FALSE(c.layout);
+    EXPECT_EQ(c.error, "cannot read _PyRuntime");
+    c = choose_layout(Version{}, bad.base + 0x100000, bad);
+    EXPECT_EQ(c.error, "cannot read _PyRuntime");
+    // A table saying 3.12 for a binary without a version: 3.12 predates it, refused.
+    FakeRuntime old(synth(13, 0x030C01F0, false, plausible(13, false)).bytes);
+    c = choose_layout(Version{}, old.base, old);
+    EXPECT_FALSE(c.layout);
+    EXPECT_NE(c.error.find("predates"), std::string::npos) << c.error;
+    // A newer-than-tested version: decoded, with the decoder's warning.
+    FakeRuntime future(synth(15, 0x031000A2, false, plausible(15, false)).bytes);
+    c = choose_layout(Version::from_hex(0x031000A2), future.base, future);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_NE(c.warning.find("newer"), std::string::npos) << c.warning;
 }
 
 }  // namespace

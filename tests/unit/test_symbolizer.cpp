@@ -479,6 +479,23 @@ std::vector<uint8_t> ascii_str(const pbp::cpython::ObjectLayout& o, const std::s
     return b;
 }
 
+// A live code object image at 'code' in m (co_qualname, co_name, co_filename: the str objects
+// at those addresses, first line 10, no line table). Returns its checksum as BPF computes it.
+uint32_t put_code(FreeingMemory& m, const pbp::cpython::Layout& lay, uint64_t type, uint64_t code,
+                  uint64_t qualname, uint64_t name, uint64_t file) {
+    std::vector<uint8_t> img(512, 0);
+    int64_t rc = 3;
+    std::memcpy(img.data(), &rc, 8);
+    std::memcpy(img.data() + lay.bpf.code_ob_type, &type, 8);
+    std::memcpy(img.data() + lay.obj.co_name, &name, 8);
+    std::memcpy(img.data() + lay.obj.co_qualname, &qualname, 8);
+    std::memcpy(img.data() + lay.obj.co_filename, &file, 8);
+    int32_t first = 10;
+    std::memcpy(img.data() + lay.obj.co_firstlineno, &first, 4);
+    m.regions[code] = img;
+    return Symbolizer::code_checksum(lay.bpf, img.data(), lay.bpf.code_read_len, &m);
+}
+
 struct FreedMidRead {
     pbp::cpython::Layout lay;
     const uint64_t type = 0x7f00'0012'3400, code = 0x5555'0000'1000, name = 0x5555'0000'8000,
@@ -489,19 +506,9 @@ struct FreedMidRead {
     explicit FreedMidRead(bool free_it) {
         lay = *pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030C01F0), false);
         auto m = std::make_unique<FreeingMemory>();
-        std::vector<uint8_t> img(512, 0);
-        int64_t rc = 3;
-        std::memcpy(img.data(), &rc, 8);
-        std::memcpy(img.data() + lay.bpf.code_ob_type, &type, 8);
-        std::memcpy(img.data() + lay.obj.co_name, &name, 8);
-        std::memcpy(img.data() + lay.obj.co_qualname, &name, 8);
-        std::memcpy(img.data() + lay.obj.co_filename, &file, 8);
-        int32_t first = 10;
-        std::memcpy(img.data() + lay.obj.co_firstlineno, &first, 4);
-        csum = Symbolizer::code_checksum(lay.bpf, img.data(), lay.bpf.code_read_len);
-        m->regions[code] = img;
         m->regions[name] = ascii_str(lay.obj, "<module>");
         m->regions[file] = ascii_str(lay.obj, "/srv/app/mod.py");
+        csum = put_code(*m, lay, type, code, name, name, file);
         m->code = code;
         m->file = file;
         m->window = lay.bpf.code_read_len;
@@ -534,6 +541,49 @@ TEST(SymbolizerOffline, CodeObjectFreedWhileItsFieldsAreReadIsMarkedFreed) {
     EXPECT_EQ(out[0].name, "[unknown: " + std::string(Symbolizer::kFreed) + "]");
     EXPECT_EQ(problems[Symbolizer::kFreed], 1u);
     EXPECT_EQ(f.sym.cached_code_objects(), 0u);  // nothing half-read is kept
+}
+
+// 3.13+ runs a specialized class call's __init__ under the _Py_InitCleanup shim: the symbolizer
+// leaves that frame out (cpython::is_init_cleanup_shim), from both symbolize() and
+// symbolize_into(), and keeps every frame of an older version, whose code objects it cannot be.
+TEST(SymbolizerOffline, InitCleanupShimIsLeftOutFrom313) {
+    const uint64_t type = 0x7f00'0012'3400, module = 0x5555'0000'1000, shim = 0x5555'0000'2000,
+                   init = 0x5555'0000'3000, s_module = 0x5555'0000'8000, s_file = 0x5555'0000'9000,
+                   s_init = 0x5555'0000'a000, s_qual = 0x5555'0000'b000;
+    for (uint32_t hex : {0x030C01F0u, 0x030D00F0u}) {
+        const bool v313 = hex >= 0x030D0000;
+        SCOPED_TRACE(v313 ? "3.13" : "3.12");
+        // The 3.12 table stands in for the object layout; the version is what decides.
+        auto lay = *pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030C01F0), false);
+        lay.version = pbp::cpython::Version::from_hex(hex);
+        auto m = std::make_unique<FreeingMemory>();
+        m->regions[s_module] = ascii_str(lay.obj, "<module>");
+        m->regions[s_file] = ascii_str(lay.obj, "/srv/app/mod.py");
+        m->regions[s_init] = ascii_str(lay.obj, "__init__");
+        m->regions[s_qual] = ascii_str(lay.obj, "Klass.__init__");
+        const pbp_frame leaf_first[] = {
+            {init, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, init, s_qual, s_init, s_file)},
+            {shim, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, shim, s_init, s_init, s_init)},
+            {module, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, module, s_module, s_module, s_file)},
+        };
+        Symbolizer sym;
+        sym.add_process(4242, lay, type, std::move(m));
+        auto st = make_stack(4242, {std::begin(leaf_first), std::end(leaf_first)});
+        const std::vector<std::string> want = v313 ? std::vector<std::string>{"<module>", "Klass.__init__"}
+                                                   : std::vector<std::string>{"<module>", "__init__", "Klass.__init__"};
+        pbp::FrameTable table;
+        for (int pass = 0; pass < 2; pass++) {  // the second from the cache
+            std::map<std::string, uint64_t> problems;
+            std::vector<std::string> names;
+            for (auto& f : sym.symbolize(4242, *st, problems)) names.push_back(f.name);
+            EXPECT_EQ(names, want);
+            names.clear();
+            for (uint32_t i : sym.symbolize_into(4242, *st, table, problems)) names.push_back(table.at(i).name);
+            EXPECT_EQ(names, want);
+            EXPECT_TRUE(problems.empty());
+        }
+        EXPECT_EQ(sym.cached_code_objects(), 3u);
+    }
 }
 
 TEST(SymbolizerOffline, UnknownProcess) {

@@ -6,6 +6,7 @@
 
 #include "cpython/linetable.h"
 #include "cpython/objects.h"
+#include "cpython/policy.h"
 
 namespace pbp {
 
@@ -106,11 +107,7 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     ci.name = *name;
     uint64_t fn = ptr(obj.co_filename);
     ci.file = cpython::read_unicode(*p.mem, obj, fn).value_or("<unknown>");
-    // 3.13+ pushes a static shim code object, _Py_InitCleanup, between a caller and the
-    // Python __init__ a specialized class call runs (CALL_ALLOC_AND_ENTER_INIT). Its frame
-    // is owned by the thread like a real one; the code object is known by its filename,
-    // name and qualname all being the one "__init__" string.
-    ci.shim = p.layout.version.at_least(3, 13) && qn && qn == nm && nm == fn && ci.name == "__init__";
+    ci.shim = cpython::is_init_cleanup_shim(p.layout.version, qn, nm, fn, ci.name);
     int32_t fl = 0;
     if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
     ci.firstlineno = fl;

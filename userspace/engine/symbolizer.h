@@ -62,7 +62,7 @@ private:
         uint32_t csum = 0;
         std::string name, file, linetable;
         int firstlineno = 0;
-        bool shim = false;  // 3.13+ _Py_InitCleanup: not a Python frame, left out of stacks
+        bool shim = false;  // cpython::is_init_cleanup_shim: not a Python frame, left out of stacks
         std::unordered_map<uint32_t, int> lines;  // instr -> line
         std::unordered_map<uint32_t, uint32_t> frame_ids;  // instr -> index in ids_table_
     };
