@@ -76,7 +76,10 @@ private:
     // Resolves one BPF frame; nullopt for a shim frame (left out). 'ci' is set when resolved.
     std::optional<Frame> frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,
                                CodeInfo*& ci);
-
+    // Calls each(proc or nullptr, frame, out) for the frames of st, root first (BPF records
+    // them leaf first); returns what it appended to out.
+    template <typename Out, typename Fn>
+    std::vector<Out> root_first(pid_t pid, const pbp_stack& st, Fn each);
 
     std::unordered_map<pid_t, Proc> procs_;
     const FrameTable* ids_table_ = nullptr;  // the table CodeInfo::frame_ids index into
