@@ -156,13 +156,30 @@ std::string dump(const std::vector<Frame>& fs) {
     return s;
 }
 
-class SymbolizerLive : public testing::TestWithParam<Interpreter> {};
+// Each test: the target under GetParam(), registered with its own Symbolizer.
+class SymbolizerLive : public testing::TestWithParam<Interpreter> {
+protected:
+    Live L;
+    Symbolizer sym;
+    pid_t pid = 0;
+    std::map<std::string, uint64_t> problems;  // of the last symbolize()
+
+    bool start() {
+        if (!L.start(GetParam())) return false;
+        pid = L.child.pid();
+        sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+        return true;
+    }
+    // A stack of these frames, leaf first as BPF records it, symbolized (root first).
+    std::vector<Frame> symbolize(const std::vector<pbp_frame>& leaf_first) {
+        problems.clear();
+        return sym.symbolize(pid, *make_stack(pid, leaf_first), problems);
+    }
+};
 
 TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name + " " + L.target.describe());
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name + " " + L.target.describe());
     for (const char* label : {"method", "latin", "cjk", "modfunc", "inner", "module"})
         ASSERT_TRUE(L.rep.code.count(label)) << label << " missing in\n" << L.rep.raw;
 
@@ -175,17 +192,13 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
     EXPECT_EQ(L.rep.code["module"].qualname, "<module>");
     EXPECT_EQ(L.rep.code["method"].filename, script_path());
 
-    Symbolizer sym;
-    sym.add_process(L.child.pid(), L.target.layout, L.target.code_type_addr);
     EXPECT_EQ(sym.cached_code_objects(), 0u);
 
     // A six-deep stack, leaf first as BPF records it.
     const std::vector<std::string> leaf_first = {"method", "inner", "cjk", "latin", "modfunc", "module"};
     std::vector<pbp_frame> frames;
     for (auto& l : leaf_first) frames.push_back(L.frame(l));
-    auto st = make_stack(L.child.pid(), frames);
-    std::map<std::string, uint64_t> problems;
-    std::vector<Frame> out = sym.symbolize(L.child.pid(), *st, problems);
+    std::vector<Frame> out = symbolize(frames);
     ASSERT_EQ(out.size(), leaf_first.size()) << dump(out);
     EXPECT_TRUE(problems.empty()) << problems.begin()->first;
     for (size_t i = 0; i < out.size(); i++) {
@@ -210,9 +223,7 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
         ASSERT_LE(f.units.size(), static_cast<size_t>(PBP_MAX_DEPTH));
         std::vector<pbp_frame> fr;
         for (uint32_t u = 0; u < f.units.size(); u++) fr.push_back(L.frame(label, u));
-        auto sweep = make_stack(L.child.pid(), fr);
-        problems.clear();
-        auto got = sym.symbolize(L.child.pid(), *sweep, problems);
+        auto got = symbolize(fr);
         ASSERT_EQ(got.size(), f.units.size());
         EXPECT_TRUE(problems.empty());
         for (uint32_t u = 0; u < f.units.size(); u++) {
@@ -224,10 +235,8 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
     }
 
     // No instruction offset, or one past the code: the name still, line 0.
-    problems.clear();
-    auto unk = make_stack(L.child.pid(), {L.frame("method", PBP_INSTR_UNKNOWN),
-                                          L.frame("method", static_cast<uint32_t>(L.rep.code["method"].units.size() + 50))});
-    auto u = sym.symbolize(L.child.pid(), *unk, problems);
+    auto u = symbolize({L.frame("method", PBP_INSTR_UNKNOWN),
+                        L.frame("method", static_cast<uint32_t>(L.rep.code["method"].units.size() + 50))});
     ASSERT_EQ(u.size(), 2u);
     for (auto& f : u) {
         EXPECT_EQ(f.name, "Klass.method");
@@ -242,17 +251,11 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
 }
 
 TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     pbp_frame good = L.frame("method");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    auto out = symbolize({good});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "Klass.method");
     ASSERT_EQ(sym.cached_code_objects(), 1u);
@@ -261,8 +264,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     // reused address looks like. Synthetic, counted, never the cached name.
     pbp_frame bad = good;
     bad.csum ^= 0x5a5a5a5au;
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {bad}), problems);
+    out = symbolize({bad});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[0].name.rfind("[unknown: ", 0), 0u) << out[0].name;
@@ -274,8 +276,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     EXPECT_EQ("[unknown: " + problems.begin()->first + "]", out[0].name);
 
     // Mixed with good frames: only the bad one is synthetic, each problem counted.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {bad, L.frame("modfunc"), bad}), problems);
+    out = symbolize({bad, L.frame("modfunc"), bad});
     ASSERT_EQ(out.size(), 3u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[1].name, "module_function");
@@ -283,8 +284,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     EXPECT_EQ(total(problems), 2u);
 
     // The good checksum still resolves (the cache was not poisoned by the bad lookups).
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    out = symbolize({good});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name, "Klass.method");
     EXPECT_FALSE(out[0].synthetic);
@@ -294,18 +294,12 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
 // A real reuse: the child frees a code object and allocates new ones until one lands at the
 // same address.
 TEST_P(SymbolizerLive, RealAddressReuse) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     ASSERT_TRUE(L.rep.code.count("victim"));
     pbp_frame old = L.frame("victim");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    auto out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "victim");
     EXPECT_EQ(out[0].line, L.rep.code["victim"].line);
@@ -324,15 +318,13 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
 
     // A late read of a stack sampled while the victim lived: its checksum is the victim's,
     // so the victim's (cached) name is the right answer, not the newcomer's.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
     EXPECT_EQ(out[0].name, "victim");
 
     // A sample of the new code object gets the new name and line, never the cached one.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    out = symbolize({fresh});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_FALSE(out[0].synthetic);
     EXPECT_EQ(out[0].name, nc.qualname);
@@ -343,8 +335,7 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
 
     // The victim's checksum now cannot be resolved from memory any more: a synthetic,
     // counted frame, never the newcomer's name.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic) << out[0].name;
     EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
@@ -352,25 +343,18 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
     EXPECT_EQ(total(problems), 1u);
 
     // And the newcomer is still resolved (from the cache) afterwards.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    out = symbolize({fresh});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name, nc.qualname);
 }
 
 TEST_P(SymbolizerLive, DeadProcess) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     pbp_frame cached = L.frame("method");
     pbp_frame uncached = L.frame("modfunc");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    auto out = symbolize({cached});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "Klass.method");
 
@@ -378,8 +362,7 @@ TEST_P(SymbolizerLive, DeadProcess) {
     ASSERT_GE(L.child.wait(10), 0);
 
     // Cached code objects still resolve after the process is gone (samples read late).
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {uncached, cached}), problems);
+    out = symbolize({uncached, cached});
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(out[0].name, "Klass.method");
     EXPECT_EQ(out[0].line, L.rep.code["method"].line);
@@ -394,8 +377,7 @@ TEST_P(SymbolizerLive, DeadProcess) {
     // Once removed, nothing of it resolves any more.
     sym.remove_process(pid);
     EXPECT_EQ(sym.cached_code_objects(), 0u);
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    out = symbolize({cached});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[0].name, "[unknown: process no longer tracked]");
