@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "cpython/layout.h"
+#include "cpython/linetable.h"
 #include "cpython/policy.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
@@ -64,21 +65,12 @@ std::optional<Layout> live_debug_offsets_layout(const Interpreter& in, std::stri
     return layout_from_debug_offsets(raw, error, warning);
 }
 
-const char* line_format_name(LineTableFormat f) {
-    switch (f) {
-    case LineTableFormat::Lnotab: return "Lnotab";
-    case LineTableFormat::Linetable310: return "Linetable310";
-    case LineTableFormat::Locations311: return "Locations311";
-    }
-    return "?";
-}
-
 std::string layout_json(const Layout& l) {
     const pbp_py_offsets& o = l.bpf;
     const ObjectLayout& b = l.obj;
     std::ostringstream s;
     s << "{\"version\":\"" << l.version.str() << "\",\"free_threaded\":" << (l.free_threaded ? 1 : 0)
-      << ",\"line_format\":\"" << line_format_name(l.line_format) << "\",\"runtime_interp_head\":";
+      << ",\"line_format\":\"" << line_table_format_name(l.line_format) << "\",\"runtime_interp_head\":";
     if (l.runtime_interp_head)
         s << *l.runtime_interp_head;
     else
