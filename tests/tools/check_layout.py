@@ -312,7 +312,7 @@ ns = {}
 exec(compile("def " + FNAME + "(x):\n    def inner():\n        return x\n    return inner\n",
              "/tmp/\u00e9t\u00e9/mod\u00fcle.py", "exec"), ns)
 codes = [check_frames.__code__, ns[FNAME].__code__, ns[FNAME](1).__code__]
-lt_attr = "co_lnotab" if L["line_format"] == "Lnotab" else "co_linetable"
+lt_attr = "co_lnotab" if L["line_format"] == "lnotab" else "co_linetable"
 
 
 def check_code(co):

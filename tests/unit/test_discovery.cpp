@@ -107,6 +107,24 @@ Report wait_report(Reporter& c, int timeout_s = 30) {
     return r;
 }
 
+bool exists(const char* path) {
+    std::error_code ec;
+    return fs::exists(path, ec);
+}
+
+// The target script under the host interpreter (started through ld.so with via_loader),
+// and what it reported once ready.
+struct HostTarget {
+    Reporter c;
+    Report rep;
+    explicit HostTarget(bool via_loader = false) : c(argv(via_loader)), rep(wait_report(c)) {}
+    static std::vector<std::string> argv(bool via_loader) {
+        std::vector<std::string> a = {kHostPython, "-c", target_script()};
+        if (via_loader) a.insert(a.begin(), kLdSo);
+        return a;
+    }
+};
+
 uint64_t read_u64(pid_t pid, uint64_t addr, bool& ok) {
     pbp::ProcessMemory mem(pid);
     uint64_t v = 0;
@@ -203,8 +221,7 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, DiscoveryLive, testing::ValuesIn(pbp::tes
                          pbp::test::interpreter_test_name);
 
 TEST(DiscoveryCoverage, HostAndPyenv312And313Present) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
+    PBP_REQUIRE(exists(kHostPython), std::string(kHostPython) + " missing");
     std::set<std::string> have;
     for (auto& i : pbp::test::pyenv_pythons()) have.insert(i.version);
     PBP_REQUIRE(have.count("3.12"), "no pyenv CPython 3.12");
@@ -213,10 +230,9 @@ TEST(DiscoveryCoverage, HostAndPyenv312And313Present) {
 
 // The host interpreter, spelled out: Debian's static, stripped, non-PIE python3.11.
 TEST(DiscoveryHost, StaticPython311) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
-    Reporter c({kHostPython, "-c", target_script()});
-    Report rep = wait_report(c);
+    PBP_REQUIRE(exists(kHostPython), std::string(kHostPython) + " missing");
+    HostTarget h;
+    auto& [c, rep] = h;
     ASSERT_TRUE(rep.ready) << c.err();
     SCOPED_TRACE(rep.raw);
 
@@ -240,10 +256,9 @@ TEST(DiscoveryHost, StaticPython311) {
 // Started through the dynamic loader: /proc/PID/exe is ld.so, the runtime is still found in
 // the python3.11 mapping.
 TEST(DiscoveryHost, StartedThroughTheDynamicLoader) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec) && fs::exists(kLdSo, ec), "python3.11 or ld.so missing");
-    Reporter c({kLdSo, kHostPython, "-c", target_script()});
-    Report rep = wait_report(c);
+    PBP_REQUIRE(exists(kHostPython) && exists(kLdSo), "python3.11 or ld.so missing");
+    HostTarget h(true);
+    auto& [c, rep] = h;
     ASSERT_TRUE(rep.ready) << c.err();
     SCOPED_TRACE(rep.raw);
     ASSERT_NE(pbp::procfs::exe(c.pid()), kHostPython) << "not started through ld.so";
@@ -264,10 +279,9 @@ TEST(DiscoveryHost, StartedThroughTheDynamicLoader) {
 // shared_lib means "the runtime lives in libpython, not in the executable". Under ld.so the
 // runtime is still in the (ET_EXEC) python3.11 executable, not in a shared library.
 TEST(DiscoveryHost, DynamicLoaderLaunchIsNotReportedAsLibpython) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec) && fs::exists(kLdSo, ec), "python3.11 or ld.so missing");
-    Reporter c({kLdSo, kHostPython, "-c", target_script()});
-    Report rep = wait_report(c);
+    PBP_REQUIRE(exists(kHostPython) && exists(kLdSo), "python3.11 or ld.so missing");
+    HostTarget h(true);
+    auto& [c, rep] = h;
     ASSERT_TRUE(rep.ready) << c.err();
     Discoverer d;
     DiscoveryResult r = d.discover(c.pid());
@@ -329,10 +343,9 @@ TEST(DiscoveryNotPython, DeadPidIsGone) {
 }
 
 TEST(DiscoveryNotPython, KilledPythonIsGone) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
-    Reporter c({kHostPython, "-c", target_script()});
-    Report rep = wait_report(c);
+    PBP_REQUIRE(exists(kHostPython), std::string(kHostPython) + " missing");
+    HostTarget h;
+    auto& [c, rep] = h;
     ASSERT_TRUE(rep.ready) << c.err();
     Discoverer d;
     ASSERT_EQ(d.discover(c.pid()).status, Discovery::Python);
@@ -352,8 +365,7 @@ uint32_t hexversion_of(const std::vector<std::string>& argv) {
 }
 
 TEST(ElfFile, StrippedStaticPython311) {
-    std::error_code ec;
-    PBP_REQUIRE(fs::exists(kHostPython, ec), std::string(kHostPython) + " missing");
+    PBP_REQUIRE(exists(kHostPython), std::string(kHostPython) + " missing");
     std::string err;
     auto elf = pbp::ElfFile::open(kHostPython, err);
     ASSERT_TRUE(elf) << err;
@@ -379,8 +391,8 @@ TEST(ElfFile, StrippedStaticPython311) {
     EXPECT_EQ(syms["_PyRuntime"], pyrt->addr) << "_PyRuntime is the start of .PyRuntime";
 
     // Non-PIE: link-time addresses are the runtime addresses the process reports.
-    Reporter c({kHostPython, "-c", target_script()});
-    Report rep = wait_report(c);
+    HostTarget h;
+    auto& [c, rep] = h;
     ASSERT_TRUE(rep.ready) << c.err();
     EXPECT_EQ(syms["_PyRuntime"], rep.num("runtime"));
     EXPECT_EQ(syms["PyCode_Type"], rep.num("codetype"));

@@ -11,8 +11,11 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cpython/layout.h"
+#include "cpython/linetable.h"
+#include "cpython/policy.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
 
@@ -63,21 +66,12 @@ std::optional<Layout> live_debug_offsets_layout(const Interpreter& in, std::stri
     return layout_from_debug_offsets(raw, error, warning);
 }
 
-const char* line_format_name(LineTableFormat f) {
-    switch (f) {
-    case LineTableFormat::Lnotab: return "Lnotab";
-    case LineTableFormat::Linetable310: return "Linetable310";
-    case LineTableFormat::Locations311: return "Locations311";
-    }
-    return "?";
-}
-
 std::string layout_json(const Layout& l) {
     const pbp_py_offsets& o = l.bpf;
     const ObjectLayout& b = l.obj;
     std::ostringstream s;
     s << "{\"version\":\"" << l.version.str() << "\",\"free_threaded\":" << (l.free_threaded ? 1 : 0)
-      << ",\"line_format\":\"" << line_format_name(l.line_format) << "\",\"runtime_interp_head\":";
+      << ",\"line_format\":\"" << line_table_format_name(l.line_format) << "\",\"runtime_interp_head\":";
     if (l.runtime_interp_head)
         s << *l.runtime_interp_head;
     else
@@ -111,6 +105,17 @@ std::string layout_json(const Layout& l) {
       << ",\"state_compact_bit\":" << int(b.state_compact_bit)
       << ",\"state_ascii_bit\":" << int(b.state_ascii_bit) << "}}";
     return s.str();
+}
+
+// Fields of layout_json(l), by JSON pointer ("/bpf/interp_next", "/bpf/csum_off/3"), against
+// what they must be.
+void expect_fields(const Layout& l, std::initializer_list<std::pair<const char*, int64_t>> want) {
+    const nlohmann::json j = nlohmann::json::parse(layout_json(l));
+    for (auto& [ptr, v] : want) {
+        const nlohmann::json::json_pointer p(ptr);
+        ASSERT_TRUE(j.contains(p)) << ptr << " not in " << j.dump();
+        EXPECT_EQ(j.at(p).get<int64_t>(), v) << ptr;
+    }
 }
 
 // Runs tests/tools/check_layout.py inside the interpreter (passed with -c, so it also works
@@ -584,41 +589,24 @@ TEST(LayoutDebugOffsets, Decodes313) {
     EXPECT_EQ(l->version.str(), "3.13.0");
     EXPECT_FALSE(l->free_threaded);
     EXPECT_EQ(l->runtime_interp_head, 632u);
-    const auto& o = l->bpf;
-    EXPECT_EQ(o.frame_kind, PBP_FRAME_INTERP);
-    EXPECT_EQ(o.instr_kind, PBP_INSTR_PTR);
-    EXPECT_EQ(o.interp_next, 7264);
-    EXPECT_EQ(o.interp_threads_head, 7344);
-    EXPECT_EQ(o.tstate_next, 8);
-    EXPECT_EQ(o.tstate_thread_id, 152);
-    EXPECT_EQ(o.tstate_frame, 72);
-    EXPECT_EQ(o.cframe_current_frame, PBP_OFF_NONE);
-    EXPECT_EQ(o.cframe_previous, PBP_OFF_NONE);
-    EXPECT_EQ(o.frame_entry_off, PBP_OFF_NONE);
-    EXPECT_EQ(o.interp_code_gen, PBP_OFF_NONE);  // 3.14+
-    EXPECT_EQ(o.frame_previous, 8);
-    EXPECT_EQ(o.frame_code, 0);
-    EXPECT_EQ(o.frame_instr, 56);
-    EXPECT_EQ(o.frame_owner, 70);
-    EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);
-    EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
-    EXPECT_EQ(o.code_ob_type, 8);
-    EXPECT_EQ(o.code_adaptive, 200);
-    EXPECT_EQ(o.executable_tag_mask, 0);
-    EXPECT_EQ(o.skip_owner_mask, 1u << 3);
-    EXPECT_EQ(o.csum_off[0], 120);
-    EXPECT_EQ(o.csum_off[1], 112);
-    EXPECT_EQ(o.csum_off[2], 68);
-    EXPECT_EQ(o.csum_off[3], 92);  // co_version
-    EXPECT_EQ(o.csum_size[3], 4);
-    EXPECT_EQ(o.frame_read_len, 72);
-    EXPECT_EQ(o.code_read_len, 128);
-    EXPECT_EQ(l->obj.co_qualname, 128);
-    EXPECT_EQ(l->obj.co_linetable, 136);
-    EXPECT_EQ(l->obj.unicode_ascii_size, 40);
-    EXPECT_EQ(l->obj.unicode_compact_size, 56);
-    EXPECT_EQ(l->obj.state_kind_shift, 2);
     EXPECT_EQ(l->line_format, LineTableFormat::Locations311);
+    expect_fields(*l, {
+        {"/bpf/frame_kind", PBP_FRAME_INTERP}, {"/bpf/instr_kind", PBP_INSTR_PTR},
+        {"/bpf/interp_next", 7264}, {"/bpf/interp_threads_head", 7344},
+        {"/bpf/interp_code_gen", PBP_OFF_NONE},  // 3.14+
+        {"/bpf/tstate_next", 8}, {"/bpf/tstate_thread_id", 152}, {"/bpf/tstate_frame", 72},
+        {"/bpf/cframe_current_frame", PBP_OFF_NONE}, {"/bpf/cframe_previous", PBP_OFF_NONE},
+        {"/bpf/frame_entry_off", PBP_OFF_NONE},
+        {"/bpf/frame_previous", 8}, {"/bpf/frame_code", 0}, {"/bpf/frame_instr", 56}, {"/bpf/frame_owner", 70},
+        {"/bpf/frame_tlbc_index", PBP_OFF_NONE}, {"/bpf/code_tlbc", PBP_OFF_NONE},
+        {"/bpf/code_ob_type", 8}, {"/bpf/code_adaptive", 200},
+        {"/bpf/executable_tag_mask", 0}, {"/bpf/skip_owner_mask", 1u << 3},
+        {"/bpf/csum_off/0", 120}, {"/bpf/csum_off/1", 112}, {"/bpf/csum_off/2", 68},
+        {"/bpf/csum_off/3", 92}, {"/bpf/csum_size/3", 4},  // co_version
+        {"/bpf/frame_read_len", 72}, {"/bpf/code_read_len", 128},
+        {"/obj/co_qualname", 128}, {"/obj/co_linetable", 136},
+        {"/obj/unicode_ascii_size", 40}, {"/obj/unicode_compact_size", 56}, {"/obj/state_kind_shift", 2},
+    });
 }
 
 TEST(LayoutDebugOffsets, Decodes313FreeThreaded) {
@@ -646,18 +634,14 @@ TEST(LayoutDebugOffsets, Decodes314) {
     auto l = layout_from_debug_offsets(s.bytes, err, warn);
     ASSERT_TRUE(l) << err;
     EXPECT_EQ(warn, "");
-    const auto& o = l->bpf;
-    EXPECT_EQ(o.interp_next, 7272);
-    EXPECT_EQ(o.tstate_thread_id, 152);
-    EXPECT_EQ(o.frame_owner, 74);
-    EXPECT_EQ(o.code_adaptive, 208);
-    EXPECT_EQ(o.executable_tag_mask, 3);
-    EXPECT_EQ(o.skip_owner_mask, (1u << 3) | (1u << 4));
-    EXPECT_EQ(o.frame_tlbc_index, PBP_OFF_NONE);  // 0 in default builds
-    EXPECT_EQ(o.code_tlbc, PBP_OFF_NONE);
     EXPECT_EQ(l->runtime_interp_head, 808u);
-    EXPECT_EQ(o.frame_read_len, 80);
-    EXPECT_EQ(o.interp_code_gen, 7992);
+    expect_fields(*l, {
+        {"/bpf/interp_next", 7272}, {"/bpf/interp_code_gen", 7992}, {"/bpf/tstate_thread_id", 152},
+        {"/bpf/frame_owner", 74}, {"/bpf/code_adaptive", 208},
+        {"/bpf/executable_tag_mask", 3}, {"/bpf/skip_owner_mask", (1u << 3) | (1u << 4)},
+        {"/bpf/frame_tlbc_index", PBP_OFF_NONE}, {"/bpf/code_tlbc", PBP_OFF_NONE},  // 0 in default builds
+        {"/bpf/frame_read_len", 80},
+    });
     // outside the interpreter state: not used (the walk then reads every code object)
     auto vals = plausible(14, false);
     vals["interpreter_state.code_object_generation"] = 100000;
@@ -672,22 +656,14 @@ TEST(LayoutDebugOffsets, Decodes314FreeThreaded) {
     std::string err, warn;
     auto l = layout_from_debug_offsets(s.bytes, err, warn);
     ASSERT_TRUE(l) << err;
-    const auto& o = l->bpf;
-    EXPECT_EQ(o.free_threaded, 1);
-    EXPECT_EQ(o.frame_tlbc_index, 72);
-    EXPECT_EQ(o.code_tlbc, 224);
-    EXPECT_EQ(o.frame_owner, 78);
-    EXPECT_EQ(o.code_ob_type, 24);
-    EXPECT_EQ(o.code_adaptive, 232);
-    EXPECT_EQ(o.frame_read_len, 80);
-    EXPECT_EQ(o.code_read_len, 232);
-    EXPECT_EQ(o.csum_off[3], 108);
-    // 3.14 free-threaded: 'unsigned char interned' moves the bitfields up by a byte
-    EXPECT_EQ(l->obj.state_kind_shift, 8);
-    EXPECT_EQ(l->obj.state_compact_bit, 11);
-    EXPECT_EQ(l->obj.state_ascii_bit, 12);
-    EXPECT_EQ(l->obj.unicode_ascii_size, 56);
-    EXPECT_EQ(l->obj.unicode_compact_size, 72);
+    expect_fields(*l, {
+        {"/bpf/free_threaded", 1}, {"/bpf/frame_tlbc_index", 72}, {"/bpf/code_tlbc", 224},
+        {"/bpf/frame_owner", 78}, {"/bpf/code_ob_type", 24}, {"/bpf/code_adaptive", 232},
+        {"/bpf/frame_read_len", 80}, {"/bpf/code_read_len", 232}, {"/bpf/csum_off/3", 108},
+        // 3.14 free-threaded: 'unsigned char interned' moves the bitfields up by a byte
+        {"/obj/state_kind_shift", 8}, {"/obj/state_compact_bit", 11}, {"/obj/state_ascii_bit", 12},
+        {"/obj/unicode_ascii_size", 56}, {"/obj/unicode_compact_size", 72},
+    });
 }
 
 TEST(LayoutDebugOffsets, Decodes315) {
@@ -766,6 +742,100 @@ TEST(LayoutDebugOffsets, FutureVersionUsesNewestShapeWithWarning) {
     // A future version whose struct is shaped like 3.13 fails the plausibility checks.
     auto bad = synth(13, 0x031000F0, false, plausible(13, false));
     EXPECT_FALSE(layout_from_debug_offsets(bad.bytes, err, warn));
+}
+
+
+// ---- choose_layout: which source for which version (cpython/policy.h) -----------------------
+
+// _PyRuntime's first bytes at 'base' (the rest of memory unreadable), counting the reads.
+struct FakeRuntime final : pbp::MemoryReader {
+    uint64_t base = 0x7f00'0040'0000;
+    std::vector<uint8_t> bytes;
+    int reads = 0;
+    explicit FakeRuntime(std::vector<uint8_t> b) : bytes(std::move(b)) {}
+    bool read(uint64_t addr, void* buf, size_t n) override {
+        reads++;
+        if (addr < base || addr + n > base + bytes.size()) return false;
+        std::memcpy(buf, bytes.data() + (addr - base), n);
+        return true;
+    }
+};
+
+TEST(LayoutChoice, TablesUpTo312WithoutReadingTheRuntime) {
+    FakeRuntime mem(synth(13, 0x030D00F0, false, plausible(13, false)).bytes);
+    for (uint32_t hex : {0x03060FF0u, 0x030700F0u, 0x030A04F0u, 0x030B07F0u, 0x030C01F0u}) {
+        Version v = Version::from_hex(hex);
+        auto c = choose_layout(v, mem.base, mem);
+        ASSERT_TRUE(c.layout) << v.str() << ": " << c.error;
+        EXPECT_EQ(c.layout->source, "table 3." + std::to_string(v.minor));
+        EXPECT_EQ(c.layout->version.hex(), hex);
+        EXPECT_EQ(c.error, "");
+        EXPECT_EQ(c.warning, "");
+    }
+    EXPECT_EQ(mem.reads, 0) << "a version with a table never reads _Py_DebugOffsets";
+    // 3.6 has no _PyRuntime at all: the table still applies.
+    auto c36 = choose_layout(Version::from_hex(0x03060FF0), 0, mem);
+    ASSERT_TRUE(c36.layout);
+    EXPECT_FALSE(c36.layout->runtime_interp_head);
+    // Before 3.6, or not 3 at all: nothing, and nothing to say.
+    for (uint32_t hex : {0x030509F0u, 0x020712F0u}) {
+        auto c = choose_layout(Version::from_hex(hex), mem.base, mem);
+        EXPECT_FALSE(c.layout) << c.layout->source;
+        EXPECT_EQ(c.error, "");
+    }
+    EXPECT_EQ(mem.reads, 0);
+}
+
+TEST(LayoutChoice, DebugOffsetsFrom313AndForUnknownVersions) {
+    FakeRuntime mem(synth(14, 0x030E0AF0, false, plausible(14, false)).bytes);
+    // Known 3.13+ (Py_Version): _Py_DebugOffsets, whose version is the exact one.
+    auto c = choose_layout(Version::from_hex(0x030E0AF0), mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->source, "_Py_DebugOffsets 3.14.10");
+    EXPECT_EQ(mem.reads, 1);
+    // Unknown version (no Py_Version, no name): _Py_DebugOffsets tells it.
+    c = choose_layout(Version{}, mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->version.str(), "3.14.10");
+    EXPECT_EQ(c.layout->bpf.py_version_hex, 0x030E0AF0u);
+    // Only major.minor known (from a name): the table's exact version.
+    Version mm;
+    mm.major = 3;
+    mm.minor = 14;
+    c = choose_layout(mm, mem.base, mem);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_EQ(c.layout->version.str(), "3.14.10");
+    EXPECT_EQ(mem.reads, 3);
+    // No _PyRuntime: nothing, nothing read, nothing to say.
+    for (Version v : {Version::from_hex(0x030D00F0), Version{}}) {
+        c = choose_layout(v, 0, mem);
+        EXPECT_FALSE(c.layout);
+        EXPECT_EQ(c.error, "");
+    }
+    EXPECT_EQ(mem.reads, 3);
+}
+
+TEST(LayoutChoice, DebugOffsetsErrorsAndWarningsPassThrough) {
+    FakeRuntime bad(synth(13, 0x030D00F0, false, plausible(13, false), "xdebugpx").bytes);
+    auto c = choose_layout(Version::from_hex(0x030D00F0), bad.base, bad);
+    EXPECT_FALSE(c.layout);
+    EXPECT_NE(c.error.find("cookie"), std::string::npos) << c.error;
+    // Unreadable _PyRuntime.
+    c = choose_layout(Version::from_hex(0x030D00F0), bad.base + 0x100000, bad);
+    EXPECT_FALSE(c.layout);
+    EXPECT_EQ(c.error, "cannot read _PyRuntime");
+    c = choose_layout(Version{}, bad.base + 0x100000, bad);
+    EXPECT_EQ(c.error, "cannot read _PyRuntime");
+    // A table saying 3.12 for a binary without a version: 3.12 predates it, refused.
+    FakeRuntime old(synth(13, 0x030C01F0, false, plausible(13, false)).bytes);
+    c = choose_layout(Version{}, old.base, old);
+    EXPECT_FALSE(c.layout);
+    EXPECT_NE(c.error.find("predates"), std::string::npos) << c.error;
+    // A newer-than-tested version: decoded, with the decoder's warning.
+    FakeRuntime future(synth(15, 0x031000A2, false, plausible(15, false)).bytes);
+    c = choose_layout(Version::from_hex(0x031000A2), future.base, future);
+    ASSERT_TRUE(c.layout) << c.error;
+    EXPECT_NE(c.warning.find("newer"), std::string::npos) << c.warning;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using pbp::cpython::line_for_instr;
+using pbp::cpython::line_table_format_name;
 using pbp::cpython::LineTableFormat;
 using F = LineTableFormat;
 
@@ -51,6 +52,11 @@ struct ExactBuf {
 int L(F f, std::string_view t, int first, uint32_t instr) {
     ExactBuf b(t);
     return line_for_instr(f, b.view(), first, instr);
+}
+
+// The line of each (instruction, line) pair's instruction is its line.
+void expect_lines(F f, std::string_view t, int first, std::initializer_list<std::pair<uint32_t, int>> want) {
+    for (auto [instr, line] : want) EXPECT_EQ(L(f, t, first, instr), line) << "instr " << instr;
 }
 
 std::string hex(std::string_view s, size_t max = 160) {
@@ -88,14 +94,8 @@ TEST(LineTableLnotab, LongGapsAreSplitIntoPairs) {
     // 300 bytes then +200 lines, then -300 lines at the same offset plus 2 bytes:
     // (255,0) (45,127) (0,73) (2,-128) (0,-128) (0,-44)
     const std::string t = B({255, 0, 45, 127, 0, 73, 2, 0x80, 0, 0x80, 0, 0xd4});
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 0), 1000);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 254), 1000);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 255), 1000);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 299), 1000);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 300), 1200);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 301), 1200);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 302), 900);
-    EXPECT_EQ(L(F::Lnotab, t, 1000, 4000), 900);
+    expect_lines(F::Lnotab, t, 1000,
+                 {{0, 1000}, {254, 1000}, {255, 1000}, {299, 1000}, {300, 1200}, {301, 1200}, {302, 900}, {4000, 900}});
 }
 
 TEST(LineTableLnotab, TruncatedAndGarbage) {
@@ -120,11 +120,7 @@ TEST(LineTable310, RangesNoLineAndZeroLengthEntries) {
 }
 
 TEST(LineTable310, InstrIsInCodeUnits) {
-    const std::string t = B({2, 1, 2, 1, 2, 1});
-    EXPECT_EQ(L(F::Linetable310, t, 1, 0), 2);
-    EXPECT_EQ(L(F::Linetable310, t, 1, 1), 3);
-    EXPECT_EQ(L(F::Linetable310, t, 1, 2), 4);
-    EXPECT_EQ(L(F::Linetable310, t, 1, 3), 0);
+    expect_lines(F::Linetable310, B({2, 1, 2, 1, 2, 1}), 1, {{0, 2}, {1, 3}, {2, 4}, {3, 0}});
 }
 
 TEST(LineTable310, BigDeltasAndLongRuns) {
@@ -133,14 +129,8 @@ TEST(LineTable310, BigDeltasAndLongRuns) {
     const std::string t = B({0, 127, 0, 127, 254, 46, 254, 0, 92, 0,  //
                              254, 0x80, 46, 0x80,                      //
                              0, 0x81, 0, 0x81, 2, 0xd3});
-    EXPECT_EQ(L(F::Linetable310, t, 5, 0), 305);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 126), 305);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 127), 305);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 299), 305);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 300), 0);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 449), 0);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 450), 6);
-    EXPECT_EQ(L(F::Linetable310, t, 5, 451), 0);
+    expect_lines(F::Linetable310, t, 5,
+                 {{0, 305}, {126, 305}, {127, 305}, {299, 305}, {300, 0}, {449, 0}, {450, 6}, {451, 0}});
 }
 
 TEST(LineTable310, TruncatedAndGarbage) {
@@ -179,10 +169,7 @@ TEST(LineTable311, NoLocationKeepsRunningLine) {
     // 3.12+ modules start at line 0 (firstlineno 1, delta -1); a no-location entry in
     // between must not disturb the running line.
     const std::string t = B({entry(13, 1), 0x03, entry(15, 2), entry(11, 1), 0, 0});
-    EXPECT_EQ(L(F::Locations311, t, 1, 0), 0);
-    EXPECT_EQ(L(F::Locations311, t, 1, 1), 0);
-    EXPECT_EQ(L(F::Locations311, t, 1, 2), 0);
-    EXPECT_EQ(L(F::Locations311, t, 1, 3), 1);
+    expect_lines(F::Locations311, t, 1, {{0, 0}, {1, 0}, {2, 0}, {3, 1}});
 }
 
 TEST(LineTable311, TruncatedAndGarbage) {
@@ -316,14 +303,6 @@ F format_for(int minor) {
     if (minor == 10) return F::Linetable310;
     return F::Locations311;
 }
-const char* format_name(F f) {
-    switch (f) {
-        case F::Lnotab: return "lnotab";
-        case F::Linetable310: return "linetable310";
-        case F::Locations311: return "locations311";
-    }
-    return "?";
-}
 
 std::string script_path() { return pbp::test::tool_path("dump_linetables.py"); }
 std::string corpus_path() { return pbp::test::tool_path("linetable_corpus"); }
@@ -348,7 +327,7 @@ void compare_interpreter(const std::string& name, std::vector<std::string> argv,
     ASSERT_EQ(version.rfind("3." + std::to_string(minor) + ".", 0), 0u)
         << name << " reports version " << version;
     const F fmt = format_for(minor);
-    ASSERT_EQ(doc.at("format").get<std::string>(), format_name(fmt)) << name;
+    ASSERT_EQ(doc.at("format").get<std::string>(), line_table_format_name(fmt)) << name;
     const bool bytes_unit = fmt == F::Lnotab;
 
     // The corpus must really have been compiled, including the version-gated files.
@@ -399,7 +378,7 @@ void compare_interpreter(const std::string& name, std::vector<std::string> argv,
         for (int k : {0, 1, 2, 10, 11, 12, 14, 15}) EXPECT_GT(kinds311[k], 0u) << name << " never emitted code " << k;
     }
     std::printf("[ linetable ] %s (%s, %s): %zu code objects, %zu instructions compared, %zu mismatches\n",
-                name.c_str(), version.c_str(), format_name(fmt), code_objects, compared, mismatches);
+                name.c_str(), version.c_str(), line_table_format_name(fmt), code_objects, compared, mismatches);
     ::testing::Test::RecordProperty("instructions_compared", std::to_string(compared));
     EXPECT_GT(compared, 50000u) << name << ": corpus suspiciously small";
     EXPECT_EQ(mismatches, 0u) << name << ": " << mismatches << " of " << compared

@@ -156,13 +156,30 @@ std::string dump(const std::vector<Frame>& fs) {
     return s;
 }
 
-class SymbolizerLive : public testing::TestWithParam<Interpreter> {};
+// Each test: the target under GetParam(), registered with its own Symbolizer.
+class SymbolizerLive : public testing::TestWithParam<Interpreter> {
+protected:
+    Live L;
+    Symbolizer sym;
+    pid_t pid = 0;
+    std::map<std::string, uint64_t> problems;  // of the last symbolize()
+
+    bool start() {
+        if (!L.start(GetParam())) return false;
+        pid = L.child.pid();
+        sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+        return true;
+    }
+    // A stack of these frames, leaf first as BPF records it, symbolized (root first).
+    std::vector<Frame> symbolize(const std::vector<pbp_frame>& leaf_first) {
+        problems.clear();
+        return sym.symbolize(pid, *make_stack(pid, leaf_first), problems);
+    }
+};
 
 TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name + " " + L.target.describe());
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name + " " + L.target.describe());
     for (const char* label : {"method", "latin", "cjk", "modfunc", "inner", "module"})
         ASSERT_TRUE(L.rep.code.count(label)) << label << " missing in\n" << L.rep.raw;
 
@@ -175,17 +192,13 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
     EXPECT_EQ(L.rep.code["module"].qualname, "<module>");
     EXPECT_EQ(L.rep.code["method"].filename, script_path());
 
-    Symbolizer sym;
-    sym.add_process(L.child.pid(), L.target.layout, L.target.code_type_addr);
     EXPECT_EQ(sym.cached_code_objects(), 0u);
 
     // A six-deep stack, leaf first as BPF records it.
     const std::vector<std::string> leaf_first = {"method", "inner", "cjk", "latin", "modfunc", "module"};
     std::vector<pbp_frame> frames;
     for (auto& l : leaf_first) frames.push_back(L.frame(l));
-    auto st = make_stack(L.child.pid(), frames);
-    std::map<std::string, uint64_t> problems;
-    std::vector<Frame> out = sym.symbolize(L.child.pid(), *st, problems);
+    std::vector<Frame> out = symbolize(frames);
     ASSERT_EQ(out.size(), leaf_first.size()) << dump(out);
     EXPECT_TRUE(problems.empty()) << problems.begin()->first;
     for (size_t i = 0; i < out.size(); i++) {
@@ -210,9 +223,7 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
         ASSERT_LE(f.units.size(), static_cast<size_t>(PBP_MAX_DEPTH));
         std::vector<pbp_frame> fr;
         for (uint32_t u = 0; u < f.units.size(); u++) fr.push_back(L.frame(label, u));
-        auto sweep = make_stack(L.child.pid(), fr);
-        problems.clear();
-        auto got = sym.symbolize(L.child.pid(), *sweep, problems);
+        auto got = symbolize(fr);
         ASSERT_EQ(got.size(), f.units.size());
         EXPECT_TRUE(problems.empty());
         for (uint32_t u = 0; u < f.units.size(); u++) {
@@ -224,10 +235,8 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
     }
 
     // No instruction offset, or one past the code: the name still, line 0.
-    problems.clear();
-    auto unk = make_stack(L.child.pid(), {L.frame("method", PBP_INSTR_UNKNOWN),
-                                          L.frame("method", static_cast<uint32_t>(L.rep.code["method"].units.size() + 50))});
-    auto u = sym.symbolize(L.child.pid(), *unk, problems);
+    auto u = symbolize({L.frame("method", PBP_INSTR_UNKNOWN),
+                        L.frame("method", static_cast<uint32_t>(L.rep.code["method"].units.size() + 50))});
     ASSERT_EQ(u.size(), 2u);
     for (auto& f : u) {
         EXPECT_EQ(f.name, "Klass.method");
@@ -242,17 +251,11 @@ TEST_P(SymbolizerLive, ResolvesNamesFilesAndExactLines) {
 }
 
 TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     pbp_frame good = L.frame("method");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    auto out = symbolize({good});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "Klass.method");
     ASSERT_EQ(sym.cached_code_objects(), 1u);
@@ -261,8 +264,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     // reused address looks like. Synthetic, counted, never the cached name.
     pbp_frame bad = good;
     bad.csum ^= 0x5a5a5a5au;
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {bad}), problems);
+    out = symbolize({bad});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[0].name.rfind("[unknown: ", 0), 0u) << out[0].name;
@@ -274,8 +276,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     EXPECT_EQ("[unknown: " + problems.begin()->first + "]", out[0].name);
 
     // Mixed with good frames: only the bad one is synthetic, each problem counted.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {bad, L.frame("modfunc"), bad}), problems);
+    out = symbolize({bad, L.frame("modfunc"), bad});
     ASSERT_EQ(out.size(), 3u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[1].name, "module_function");
@@ -283,8 +284,7 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
     EXPECT_EQ(total(problems), 2u);
 
     // The good checksum still resolves (the cache was not poisoned by the bad lookups).
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {good}), problems);
+    out = symbolize({good});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name, "Klass.method");
     EXPECT_FALSE(out[0].synthetic);
@@ -294,18 +294,12 @@ TEST_P(SymbolizerLive, WrongChecksumIsNeverGivenTheCachedName) {
 // A real reuse: the child frees a code object and allocates new ones until one lands at the
 // same address.
 TEST_P(SymbolizerLive, RealAddressReuse) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     ASSERT_TRUE(L.rep.code.count("victim"));
     pbp_frame old = L.frame("victim");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    auto out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "victim");
     EXPECT_EQ(out[0].line, L.rep.code["victim"].line);
@@ -324,15 +318,13 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
 
     // A late read of a stack sampled while the victim lived: its checksum is the victim's,
     // so the victim's (cached) name is the right answer, not the newcomer's.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
     EXPECT_EQ(out[0].name, "victim");
 
     // A sample of the new code object gets the new name and line, never the cached one.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    out = symbolize({fresh});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_FALSE(out[0].synthetic);
     EXPECT_EQ(out[0].name, nc.qualname);
@@ -343,8 +335,7 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
 
     // The victim's checksum now cannot be resolved from memory any more: a synthetic,
     // counted frame, never the newcomer's name.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {old}), problems);
+    out = symbolize({old});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic) << out[0].name;
     EXPECT_EQ(out[0].name.find("newcomer"), std::string::npos) << out[0].name;
@@ -352,25 +343,18 @@ TEST_P(SymbolizerLive, RealAddressReuse) {
     EXPECT_EQ(total(problems), 1u);
 
     // And the newcomer is still resolved (from the cache) afterwards.
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {fresh}), problems);
+    out = symbolize({fresh});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].name, nc.qualname);
 }
 
 TEST_P(SymbolizerLive, DeadProcess) {
-    const Interpreter& in = GetParam();
-    Live L;
-    PBP_REQUIRE(L.start(in), L.error);
-    SCOPED_TRACE(in.name);
-    Symbolizer sym;
-    pid_t pid = L.child.pid();
-    sym.add_process(pid, L.target.layout, L.target.code_type_addr);
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
 
     pbp_frame cached = L.frame("method");
     pbp_frame uncached = L.frame("modfunc");
-    std::map<std::string, uint64_t> problems;
-    auto out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    auto out = symbolize({cached});
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].name, "Klass.method");
 
@@ -378,8 +362,7 @@ TEST_P(SymbolizerLive, DeadProcess) {
     ASSERT_GE(L.child.wait(10), 0);
 
     // Cached code objects still resolve after the process is gone (samples read late).
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {uncached, cached}), problems);
+    out = symbolize({uncached, cached});
     ASSERT_EQ(out.size(), 2u);
     EXPECT_EQ(out[0].name, "Klass.method");
     EXPECT_EQ(out[0].line, L.rep.code["method"].line);
@@ -394,8 +377,7 @@ TEST_P(SymbolizerLive, DeadProcess) {
     // Once removed, nothing of it resolves any more.
     sym.remove_process(pid);
     EXPECT_EQ(sym.cached_code_objects(), 0u);
-    problems.clear();
-    out = sym.symbolize(pid, *make_stack(pid, {cached}), problems);
+    out = symbolize({cached});
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[0].name, "[unknown: process no longer tracked]");
@@ -479,6 +461,23 @@ std::vector<uint8_t> ascii_str(const pbp::cpython::ObjectLayout& o, const std::s
     return b;
 }
 
+// A live code object image at 'code' in m (co_qualname, co_name, co_filename: the str objects
+// at those addresses, first line 10, no line table). Returns its checksum as BPF computes it.
+uint32_t put_code(FreeingMemory& m, const pbp::cpython::Layout& lay, uint64_t type, uint64_t code,
+                  uint64_t qualname, uint64_t name, uint64_t file) {
+    std::vector<uint8_t> img(512, 0);
+    int64_t rc = 3;
+    std::memcpy(img.data(), &rc, 8);
+    std::memcpy(img.data() + lay.bpf.code_ob_type, &type, 8);
+    std::memcpy(img.data() + lay.obj.co_name, &name, 8);
+    std::memcpy(img.data() + lay.obj.co_qualname, &qualname, 8);
+    std::memcpy(img.data() + lay.obj.co_filename, &file, 8);
+    int32_t first = 10;
+    std::memcpy(img.data() + lay.obj.co_firstlineno, &first, 4);
+    m.regions[code] = img;
+    return Symbolizer::code_checksum(lay.bpf, img.data(), lay.bpf.code_read_len, &m);
+}
+
 struct FreedMidRead {
     pbp::cpython::Layout lay;
     const uint64_t type = 0x7f00'0012'3400, code = 0x5555'0000'1000, name = 0x5555'0000'8000,
@@ -489,19 +488,9 @@ struct FreedMidRead {
     explicit FreedMidRead(bool free_it) {
         lay = *pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030C01F0), false);
         auto m = std::make_unique<FreeingMemory>();
-        std::vector<uint8_t> img(512, 0);
-        int64_t rc = 3;
-        std::memcpy(img.data(), &rc, 8);
-        std::memcpy(img.data() + lay.bpf.code_ob_type, &type, 8);
-        std::memcpy(img.data() + lay.obj.co_name, &name, 8);
-        std::memcpy(img.data() + lay.obj.co_qualname, &name, 8);
-        std::memcpy(img.data() + lay.obj.co_filename, &file, 8);
-        int32_t first = 10;
-        std::memcpy(img.data() + lay.obj.co_firstlineno, &first, 4);
-        csum = Symbolizer::code_checksum(lay.bpf, img.data(), lay.bpf.code_read_len);
-        m->regions[code] = img;
         m->regions[name] = ascii_str(lay.obj, "<module>");
         m->regions[file] = ascii_str(lay.obj, "/srv/app/mod.py");
+        csum = put_code(*m, lay, type, code, name, name, file);
         m->code = code;
         m->file = file;
         m->window = lay.bpf.code_read_len;
@@ -534,6 +523,49 @@ TEST(SymbolizerOffline, CodeObjectFreedWhileItsFieldsAreReadIsMarkedFreed) {
     EXPECT_EQ(out[0].name, "[unknown: " + std::string(Symbolizer::kFreed) + "]");
     EXPECT_EQ(problems[Symbolizer::kFreed], 1u);
     EXPECT_EQ(f.sym.cached_code_objects(), 0u);  // nothing half-read is kept
+}
+
+// 3.13+ runs a specialized class call's __init__ under the _Py_InitCleanup shim: the symbolizer
+// leaves that frame out (cpython::is_init_cleanup_shim), from both symbolize() and
+// symbolize_into(), and keeps every frame of an older version, whose code objects it cannot be.
+TEST(SymbolizerOffline, InitCleanupShimIsLeftOutFrom313) {
+    const uint64_t type = 0x7f00'0012'3400, module = 0x5555'0000'1000, shim = 0x5555'0000'2000,
+                   init = 0x5555'0000'3000, s_module = 0x5555'0000'8000, s_file = 0x5555'0000'9000,
+                   s_init = 0x5555'0000'a000, s_qual = 0x5555'0000'b000;
+    for (uint32_t hex : {0x030C01F0u, 0x030D00F0u}) {
+        const bool v313 = hex >= 0x030D0000;
+        SCOPED_TRACE(v313 ? "3.13" : "3.12");
+        // The 3.12 table stands in for the object layout; the version is what decides.
+        auto lay = *pbp::cpython::builtin_layout(pbp::cpython::Version::from_hex(0x030C01F0), false);
+        lay.version = pbp::cpython::Version::from_hex(hex);
+        auto m = std::make_unique<FreeingMemory>();
+        m->regions[s_module] = ascii_str(lay.obj, "<module>");
+        m->regions[s_file] = ascii_str(lay.obj, "/srv/app/mod.py");
+        m->regions[s_init] = ascii_str(lay.obj, "__init__");
+        m->regions[s_qual] = ascii_str(lay.obj, "Klass.__init__");
+        const pbp_frame leaf_first[] = {
+            {init, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, init, s_qual, s_init, s_file)},
+            {shim, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, shim, s_init, s_init, s_init)},
+            {module, PBP_INSTR_UNKNOWN, put_code(*m, lay, type, module, s_module, s_module, s_file)},
+        };
+        Symbolizer sym;
+        sym.add_process(4242, lay, type, std::move(m));
+        auto st = make_stack(4242, {std::begin(leaf_first), std::end(leaf_first)});
+        const std::vector<std::string> want = v313 ? std::vector<std::string>{"<module>", "Klass.__init__"}
+                                                   : std::vector<std::string>{"<module>", "__init__", "Klass.__init__"};
+        pbp::FrameTable table;
+        for (int pass = 0; pass < 2; pass++) {  // the second from the cache
+            std::map<std::string, uint64_t> problems;
+            std::vector<std::string> names;
+            for (auto& f : sym.symbolize(4242, *st, problems)) names.push_back(f.name);
+            EXPECT_EQ(names, want);
+            names.clear();
+            for (uint32_t i : sym.symbolize_into(4242, *st, table, problems)) names.push_back(table.at(i).name);
+            EXPECT_EQ(names, want);
+            EXPECT_TRUE(problems.empty());
+        }
+        EXPECT_EQ(sym.cached_code_objects(), 3u);
+    }
 }
 
 TEST(SymbolizerOffline, UnknownProcess) {

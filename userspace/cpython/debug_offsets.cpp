@@ -10,9 +10,9 @@
 //         gil_requested, current_exception, exc_state; new err_stackitem and
 //         heap_type_object sections; type_object tp_basicsize/tp_dictoffset; unicode
 //         compactunicodeobject_size; gc frame/generation_stats.
-// The mirrors below copy those headers field by field (3.13.0, Debian's 3.14.10 and 3.15.2);
-// the static_asserts hold the sizes and section offsets printed by
-// tests/tools/gen_layout_offsets.sh for the real headers.
+// The mirrors below copy those headers field by field (3.13.0, Debian's 3.14.10 and 3.15.2),
+// a section that did not change between minors written once; the static_asserts hold the
+// sizes and section offsets printed by tests/tools/gen_layout_offsets.sh for the real headers.
 //
 // What the table does not say, and comes from the same headers instead:
 //   - PyASCIIObject.state bit positions: {interned:2, kind:3, compact:1, ascii:1, ..} in
@@ -36,60 +36,113 @@ namespace pbp::cpython {
 
 namespace {
 
+// Sections, named after the members of _Py_DebugOffsets, each in the field order of every
+// minor listed with it. A section that gained fields has one struct per shape.
+struct RuntimeState {  // 3.13-3.15
+    uint64_t size, finalizing, interpreters_head;
+};
+struct InterpreterState313 {
+    uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
+        gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
+        gil_runtime_state_holder;
+};
+struct InterpreterState314 {  // 3.14, 3.15
+    uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict, builtins,
+        ceval_gil, gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
+        gil_runtime_state_holder, code_object_generation, tlbc_generation;
+};
+struct ThreadState313 {  // 3.13, 3.14
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+        datastack_chunk, status;
+};
+struct ThreadState315 {
+    uint64_t size, prev, next, interp, current_frame, base_frame, last_profiled_frame,
+        last_profiled_frame_seq, thread_id, native_thread_id, datastack_chunk, status, holds_gil,
+        gil_requested, current_exception, exc_state;
+};
+struct InterpreterFrame313 {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+};
+struct InterpreterFrame314 {  // 3.14, 3.15
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer, tlbc_index;
+};
+struct CodeObject313 {
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+        localspluskinds, co_code_adaptive;
+};
+struct CodeObject314 {  // 3.14, 3.15
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+        localspluskinds, co_code_adaptive, co_tlbc;
+};
+struct PyObject {  // 3.13-3.15
+    uint64_t size, ob_type;
+};
+struct TypeObject313 {  // 3.13, 3.14
+    uint64_t size, tp_name, tp_repr, tp_flags;
+};
+struct TypeObject315 {
+    uint64_t size, tp_name, tp_repr, tp_flags, tp_basicsize, tp_dictoffset;
+};
+struct ItemsObject {  // tuple_object, list_object: 3.13-3.15
+    uint64_t size, ob_item, ob_size;
+};
+struct SetObject {  // 3.14, 3.15
+    uint64_t size, used, table, mask;
+};
+struct DictObject {  // 3.13-3.15
+    uint64_t size, ma_keys, ma_values;
+};
+struct FloatObject {  // 3.13-3.15
+    uint64_t size, ob_fval;
+};
+struct LongObject {  // 3.13-3.15
+    uint64_t size, lv_tag, ob_digit;
+};
+struct BytesObject {  // 3.13-3.15
+    uint64_t size, ob_size, ob_sval;
+};
+struct UnicodeObject313 {  // 3.13, 3.14
+    uint64_t size, state, length, asciiobject_size;
+};
+struct UnicodeObject315 {
+    uint64_t size, state, length, asciiobject_size, compactunicodeobject_size;
+};
+struct Gc313 {  // 3.13, 3.14
+    uint64_t size, collecting;
+};
+struct Gc315 {
+    uint64_t size, collecting, frame, generation_stats_size, generation_stats;
+};
+struct GenObject {  // 3.14, 3.15
+    uint64_t size, gi_name, gi_iframe, gi_frame_state;
+};
+struct LlistNode {  // 3.14, 3.15
+    uint64_t next, prev;
+};
+struct DebuggerSupport {  // 3.14, 3.15
+    uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled,
+        debugger_pending_call, debugger_script_path, debugger_script_path_size;
+};
+
 namespace v313 {
 struct DebugOffsets {
     char cookie[8];
     uint64_t version;
     uint64_t free_threaded;
-    struct {
-        uint64_t size, finalizing, interpreters_head;
-    } runtime_state;
-    struct {
-        uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
-            gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
-            gil_runtime_state_holder;
-    } interpreter_state;
-    struct {
-        uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-            datastack_chunk, status;
-    } thread_state;
-    struct {
-        uint64_t size, previous, executable, instr_ptr, localsplus, owner;
-    } interpreter_frame;
-    struct {
-        uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-            localsplusnames, localspluskinds, co_code_adaptive;
-    } code_object;
-    struct {
-        uint64_t size, ob_type;
-    } pyobject;
-    struct {
-        uint64_t size, tp_name, tp_repr, tp_flags;
-    } type_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } tuple_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } list_object;
-    struct {
-        uint64_t size, ma_keys, ma_values;
-    } dict_object;
-    struct {
-        uint64_t size, ob_fval;
-    } float_object;
-    struct {
-        uint64_t size, lv_tag, ob_digit;
-    } long_object;
-    struct {
-        uint64_t size, ob_size, ob_sval;
-    } bytes_object;
-    struct {
-        uint64_t size, state, length, asciiobject_size;
-    } unicode_object;
-    struct {
-        uint64_t size, collecting;
-    } gc;
+    RuntimeState runtime_state;
+    InterpreterState313 interpreter_state;
+    ThreadState313 thread_state;
+    InterpreterFrame313 interpreter_frame;
+    CodeObject313 code_object;
+    PyObject pyobject;
+    TypeObject313 type_object;
+    ItemsObject tuple_object, list_object;
+    DictObject dict_object;
+    FloatObject float_object;
+    LongObject long_object;
+    BytesObject bytes_object;
+    UnicodeObject313 unicode_object;
+    Gc313 gc;
 };
 static_assert(sizeof(DebugOffsets) == 584);
 static_assert(offsetof(DebugOffsets, runtime_state) == 24);
@@ -109,70 +162,24 @@ struct DebugOffsets {
     char cookie[8];
     uint64_t version;
     uint64_t free_threaded;
-    struct {
-        uint64_t size, finalizing, interpreters_head;
-    } runtime_state;
-    struct {
-        uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
-            builtins, ceval_gil, gil_runtime_state, gil_runtime_state_enabled,
-            gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation,
-            tlbc_generation;
-    } interpreter_state;
-    struct {
-        uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-            datastack_chunk, status;
-    } thread_state;
-    struct {
-        uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
-            tlbc_index;
-    } interpreter_frame;
-    struct {
-        uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-            localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
-    } code_object;
-    struct {
-        uint64_t size, ob_type;
-    } pyobject;
-    struct {
-        uint64_t size, tp_name, tp_repr, tp_flags;
-    } type_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } tuple_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } list_object;
-    struct {
-        uint64_t size, used, table, mask;
-    } set_object;
-    struct {
-        uint64_t size, ma_keys, ma_values;
-    } dict_object;
-    struct {
-        uint64_t size, ob_fval;
-    } float_object;
-    struct {
-        uint64_t size, lv_tag, ob_digit;
-    } long_object;
-    struct {
-        uint64_t size, ob_size, ob_sval;
-    } bytes_object;
-    struct {
-        uint64_t size, state, length, asciiobject_size;
-    } unicode_object;
-    struct {
-        uint64_t size, collecting;
-    } gc;
-    struct {
-        uint64_t size, gi_name, gi_iframe, gi_frame_state;
-    } gen_object;
-    struct {
-        uint64_t next, prev;
-    } llist_node;
-    struct {
-        uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled,
-            debugger_pending_call, debugger_script_path, debugger_script_path_size;
-    } debugger_support;
+    RuntimeState runtime_state;
+    InterpreterState314 interpreter_state;
+    ThreadState313 thread_state;
+    InterpreterFrame314 interpreter_frame;
+    CodeObject314 code_object;
+    PyObject pyobject;
+    TypeObject313 type_object;
+    ItemsObject tuple_object, list_object;
+    SetObject set_object;
+    DictObject dict_object;
+    FloatObject float_object;
+    LongObject long_object;
+    BytesObject bytes_object;
+    UnicodeObject313 unicode_object;
+    Gc313 gc;
+    GenObject gen_object;
+    LlistNode llist_node;
+    DebuggerSupport debugger_support;
 };
 static_assert(sizeof(DebugOffsets) == 760);
 static_assert(offsetof(DebugOffsets, runtime_state) == 24);
@@ -194,77 +201,30 @@ struct DebugOffsets {
     char cookie[8];
     uint64_t version;
     uint64_t free_threaded;
-    struct {
-        uint64_t size, finalizing, interpreters_head;
-    } runtime_state;
-    struct {
-        uint64_t size, id, next, threads_head, threads_main, gc, imports_modules, sysdict,
-            builtins, ceval_gil, gil_runtime_state, gil_runtime_state_enabled,
-            gil_runtime_state_locked, gil_runtime_state_holder, code_object_generation,
-            tlbc_generation;
-    } interpreter_state;
-    struct {
-        uint64_t size, prev, next, interp, current_frame, base_frame, last_profiled_frame,
-            last_profiled_frame_seq, thread_id, native_thread_id, datastack_chunk, status,
-            holds_gil, gil_requested, current_exception, exc_state;
-    } thread_state;
+    RuntimeState runtime_state;
+    InterpreterState314 interpreter_state;
+    ThreadState315 thread_state;
     struct {
         uint64_t exc_value;
     } err_stackitem;
-    struct {
-        uint64_t size, previous, executable, instr_ptr, localsplus, owner, stackpointer,
-            tlbc_index;
-    } interpreter_frame;
-    struct {
-        uint64_t size, filename, name, qualname, linetable, firstlineno, argcount,
-            localsplusnames, localspluskinds, co_code_adaptive, co_tlbc;
-    } code_object;
-    struct {
-        uint64_t size, ob_type;
-    } pyobject;
-    struct {
-        uint64_t size, tp_name, tp_repr, tp_flags, tp_basicsize, tp_dictoffset;
-    } type_object;
+    InterpreterFrame314 interpreter_frame;
+    CodeObject314 code_object;
+    PyObject pyobject;
+    TypeObject315 type_object;
     struct {
         uint64_t size, ht_cached_keys;
     } heap_type_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } tuple_object;
-    struct {
-        uint64_t size, ob_item, ob_size;
-    } list_object;
-    struct {
-        uint64_t size, used, table, mask;
-    } set_object;
-    struct {
-        uint64_t size, ma_keys, ma_values;
-    } dict_object;
-    struct {
-        uint64_t size, ob_fval;
-    } float_object;
-    struct {
-        uint64_t size, lv_tag, ob_digit;
-    } long_object;
-    struct {
-        uint64_t size, ob_size, ob_sval;
-    } bytes_object;
-    struct {
-        uint64_t size, state, length, asciiobject_size, compactunicodeobject_size;
-    } unicode_object;
-    struct {
-        uint64_t size, collecting, frame, generation_stats_size, generation_stats;
-    } gc;
-    struct {
-        uint64_t size, gi_name, gi_iframe, gi_frame_state;
-    } gen_object;
-    struct {
-        uint64_t next, prev;
-    } llist_node;
-    struct {
-        uint64_t eval_breaker, remote_debugger_support, remote_debugging_enabled,
-            debugger_pending_call, debugger_script_path, debugger_script_path_size;
-    } debugger_support;
+    ItemsObject tuple_object, list_object;
+    SetObject set_object;
+    DictObject dict_object;
+    FloatObject float_object;
+    LongObject long_object;
+    BytesObject bytes_object;
+    UnicodeObject315 unicode_object;
+    Gc315 gc;
+    GenObject gen_object;
+    LlistNode llist_node;
+    DebuggerSupport debugger_support;
 };
 static_assert(sizeof(DebugOffsets) == 888);
 static_assert(offsetof(DebugOffsets, runtime_state) == 24);
@@ -305,7 +265,8 @@ struct Decoded {
              compact_size = 0;  // 0 = not published (before 3.15)
 };
 
-template <typename D> Decoded decode_common(const D& d) {
+// The fields of one shape; those a shape does not have stay 0.
+template <typename D> Decoded decode(const D& d) {
     Decoded r;
     r.version = d.version;
     r.free_threaded = d.free_threaded;
@@ -340,6 +301,13 @@ template <typename D> Decoded decode_common(const D& d) {
     r.unicode_state = d.unicode_object.state;
     r.unicode_length = d.unicode_object.length;
     r.ascii_size = d.unicode_object.asciiobject_size;
+    if constexpr (requires { d.code_object.co_tlbc; }) {  // 3.14+
+        r.interp_code_gen = d.interpreter_state.code_object_generation;
+        r.frame_tlbc_index = d.interpreter_frame.tlbc_index;
+        r.co_tlbc = d.code_object.co_tlbc;
+    }
+    if constexpr (requires { d.unicode_object.compactunicodeobject_size; })  // 3.15+
+        r.compact_size = d.unicode_object.compactunicodeobject_size;
     return r;
 }
 
@@ -407,23 +375,9 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
                 std::to_string(shape) + " struct needs " + std::to_string(need);
         return std::nullopt;
     }
-    Decoded d;
-    if (shape == 13) {
-        d = decode_common(load<v313::DebugOffsets>(raw));
-    } else if (shape == 14) {
-        auto s = load<v314::DebugOffsets>(raw);
-        d = decode_common(s);
-        d.interp_code_gen = s.interpreter_state.code_object_generation;
-        d.frame_tlbc_index = s.interpreter_frame.tlbc_index;
-        d.co_tlbc = s.code_object.co_tlbc;
-    } else {
-        auto s = load<v315::DebugOffsets>(raw);
-        d = decode_common(s);
-        d.interp_code_gen = s.interpreter_state.code_object_generation;
-        d.frame_tlbc_index = s.interpreter_frame.tlbc_index;
-        d.co_tlbc = s.code_object.co_tlbc;
-        d.compact_size = s.unicode_object.compactunicodeobject_size;
-    }
+    const Decoded d = shape == 13   ? decode(load<v313::DebugOffsets>(raw))
+                      : shape == 14 ? decode(load<v314::DebugOffsets>(raw))
+                                    : decode(load<v315::DebugOffsets>(raw));
 
     // Plausibility: every offset inside its struct. A table whose shape moved (a newer minor)
     // fails here instead of yielding a walker that reads garbage.

@@ -93,19 +93,15 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
         return false;
     }
     // Offsets read with a plain probe read (rd_u64): any u16 value works, but they must be set.
+// A field of 'off' and its name, as the errors give it.
+#define PBP_NAMED(field) #field, off.field
     const struct {
         const char* name;
         uint16_t v;
     } required[] = {
-        {"interp_next", off.interp_next},
-        {"interp_threads_head", off.interp_threads_head},
-        {"tstate_next", off.tstate_next},
-        {"tstate_thread_id", off.tstate_thread_id},
-        {"tstate_frame", off.tstate_frame},
-        {"frame_previous", off.frame_previous},
-        {"frame_code", off.frame_code},
-        {"frame_instr", off.frame_instr},
-        {"code_ob_type", off.code_ob_type},
+        {PBP_NAMED(interp_next)}, {PBP_NAMED(interp_threads_head)}, {PBP_NAMED(tstate_next)},
+        {PBP_NAMED(tstate_thread_id)}, {PBP_NAMED(tstate_frame)}, {PBP_NAMED(frame_previous)},
+        {PBP_NAMED(frame_code)}, {PBP_NAMED(frame_instr)}, {PBP_NAMED(code_ob_type)},
     };
     for (auto& r : required) {
         if (r.v == PBP_OFF_NONE) {
@@ -152,19 +148,20 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
     }
 
     const WinField frame[] = {
-        {"frame_previous", off.frame_previous, 8},
-        {"frame_code", off.frame_code, 8},
-        {"frame_instr", off.frame_instr, off.instr_kind == PBP_INSTR_PTR ? 8u : 4u},
-        {"frame_owner", off.frame_owner, 1},
-        {"frame_tlbc_index", off.frame_tlbc_index, 4},
-        {"frame_entry_off", off.frame_entry_off, 1},
+        {PBP_NAMED(frame_previous), 8},
+        {PBP_NAMED(frame_code), 8},
+        {PBP_NAMED(frame_instr), off.instr_kind == PBP_INSTR_PTR ? 8u : 4u},
+        {PBP_NAMED(frame_owner), 1},
+        {PBP_NAMED(frame_tlbc_index), 4},
+        {PBP_NAMED(frame_entry_off), 1},
     };
     if (!check_window("frame", frame, std::size(frame), off.frame_read_len, error)) return false;
 
     WinField code[6] = {
-        {"code_ob_type", off.code_ob_type, 8},
-        {"code_tlbc", off.code_tlbc, 8},
+        {PBP_NAMED(code_ob_type), 8},
+        {PBP_NAMED(code_tlbc), 8},
     };
+#undef PBP_NAMED
     size_t ncode = 2;
     static const char* const csum_names[4] = {"csum_off[0]", "csum_off[1]", "csum_off[2]",
                                               "csum_off[3]"};

@@ -18,104 +18,127 @@ namespace {
 
 constexpr uint16_t NONE = PBP_OFF_NONE;
 
+// One minor version's offsets. Defaults: NONE (or 0) for what a version does not have; the
+// str sizes of 3.6 .. 3.11.
 struct Table {
-    int minor;
-    pbp_frame_kind frame_kind;
-    pbp_instr_kind instr_kind;
+    int minor = 0;
+    pbp_frame_kind frame_kind = PBP_FRAME_OBJECT;
+    pbp_instr_kind instr_kind = PBP_INSTR_LASTI_BYTES;
     // offsetof(_PyRuntimeState, interpreters.head); NONE for 3.6 (static interp_head)
-    uint16_t runtime_interp_head;
+    uint16_t runtime_interp_head = NONE;
     // PyInterpreterState
-    uint16_t interp_next, interp_threads_head;  // tstate_head (<= 3.10), threads.head (3.11+)
+    uint16_t interp_next = 0, interp_threads_head = 0;  // tstate_head (<= 3.10), threads.head (3.11+)
     // PyThreadState
-    uint16_t tstate_next, tstate_thread_id, tstate_frame;  // frame (<= 3.10), cframe (3.11/3.12)
-    uint16_t cframe_current_frame;                         // _PyCFrame.current_frame
+    uint16_t tstate_next = 0, tstate_thread_id = 0;
+    uint16_t tstate_frame = 0;                 // frame (<= 3.10), cframe (3.11/3.12)
+    uint16_t cframe_current_frame = NONE;      // _PyCFrame.current_frame
     // PyFrameObject (<= 3.10) / _PyInterpreterFrame (3.11+)
-    uint16_t frame_previous, frame_code, frame_instr, frame_owner;
-    uint32_t skip_owner_mask;
+    uint16_t frame_previous = 0, frame_code = 0, frame_instr = 0, frame_owner = NONE;
+    uint32_t skip_owner_mask = 0;
     // PyCodeObject
-    uint16_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable, co_version;
-    uint16_t code_adaptive;
+    uint16_t co_filename = 0, co_name = 0, co_qualname = NONE, co_firstlineno = 0, co_linetable = 0;
+    uint16_t co_version = NONE, code_adaptive = NONE;
     // PyASCIIObject / PyCompactUnicodeObject sizes (3.12 dropped wstr and 'ready')
-    uint16_t unicode_ascii_size, unicode_compact_size;
+    uint16_t unicode_ascii_size = 48, unicode_compact_size = 72;
+    // The eval loop's entry (see pbp_py_offsets.cframe_previous in abi.h): _PyCFrame.previous,
+    // the byte and value that mark an entry frame, PyThreadState.root_cframe.
+    uint16_t cframe_previous = NONE, frame_entry_off = NONE;
+    uint8_t frame_entry_val = 0;
+    uint16_t tstate_root_cframe = NONE;
+    // PyThreadState._status and its 'active' bit; 0, 0 = not known
+    uint16_t tstate_status = 0;
+    uint8_t tstate_active_mask = 0;
 };
 
-// FRAME_OWNED_BY_CSTACK = 3 in 3.12 (pycore_frame.h): the entry/trampoline frame.
-constexpr uint32_t kSkipCstack312 = 1u << 3;
+// A version whose offsets are an older one's but for those 'change' sets: each row below
+// says only what its headers changed.
+template <typename F> constexpr Table from(Table t, int minor, F change) {
+    t.minor = minor;
+    change(t);
+    return t;
+}
 
-constexpr Table kTables[] = {
-    // 3.6: pystate.h struct _is {next, tstate_head}; struct _ts {prev, next, interp, frame, ..,
-    //      long thread_id @152}; frameobject.h PyFrameObject {PyObject_VAR_HEAD, f_back @24,
-    //      f_code @32, .., int f_lasti @120}; code.h PyCodeObject {.., int co_firstlineno @36,
-    //      .., co_filename @96, co_name @104, co_lnotab @112}.
-    {6, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, NONE,
-     0, 8,
-     8, 152, 24, NONE,
-     24, 32, 120, NONE, 0,
-     96, 104, NONE, 36, 112, NONE, NONE,
-     48, 72},
-    // 3.7: _PyRuntimeState (internal/pystate.h) {initialized, core_initialized, finalizing,
-    //      interpreters{mutex, head @24}}; struct _ts gained exc_state etc: thread_id @176;
-    //      PyFrameObject lost f_exc_*: f_lasti @104.
-    {7, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, 24,
-     0, 8,
-     8, 176, 24, NONE,
-     24, 32, 104, NONE, 0,
-     96, 104, NONE, 36, 112, NONE, NONE,
-     48, 72},
-    // 3.8: internal/pycore_pystate.h; _PyRuntimeState {4 ints, finalizing, interpreters{mutex,
-    //      head @32}}; cpython/code.h added co_posonlyargcount: co_firstlineno @40,
-    //      co_filename @104, co_name @112, co_lnotab @120.
-    {8, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, 32,
-     0, 8,
-     8, 176, 24, NONE,
-     24, 32, 104, NONE, 0,
-     104, 112, NONE, 40, 120, NONE, NONE,
-     48, 72},
-    // 3.9: internal/pycore_runtime.h, pycore_interp.h; same offsets as 3.8.
-    {9, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_BYTES, 32,
-     0, 8,
-     8, 176, 24, NONE,
-     24, 32, 104, NONE, 0,
-     104, 112, NONE, 40, 120, NONE, NONE,
-     48, 72},
-    // 3.10: cpython/frameobject.h PyFrameObject {.., f_trace, f_stackdepth, f_trace_lines,
-    //       f_trace_opcodes, f_gen, int f_lasti @96} counts code units; co_linetable @120.
-    {10, PBP_FRAME_OBJECT, PBP_INSTR_LASTI_UNITS, 32,
-     0, 8,
-     8, 176, 24, NONE,
-     24, 32, 96, NONE, 0,
-     104, 112, NONE, 40, 120, NONE, NONE,
-     48, 72},
-    // 3.11: _PyRuntimeState {5 ints, _finalizing, interpreters{mutex, head @40}};
-    //       struct _is {next, struct pythreads {next_unique_id, head @16}};
-    //       cpython/pystate.h struct _ts {prev, next, interp, .., _PyCFrame *cframe @56, ..,
-    //       thread_id @152}, _PyCFrame {use_tracing, current_frame @8, previous};
-    //       internal/pycore_frame.h _PyInterpreterFrame {f_func, f_globals, f_builtins,
-    //       f_locals, f_code @32, frame_obj, previous @48, prev_instr @56, stacktop, is_entry,
-    //       char owner @69}; cpython/code.h co_firstlineno @72, co_filename @112,
-    //       co_name @120, co_qualname @128, co_linetable @136, co_code_adaptive @184.
-    //       Owners: THREAD 0, GENERATOR 1, FRAME_OBJECT 2; nothing to skip.
-    {11, PBP_FRAME_INTERP_CFRAME, PBP_INSTR_PTR, 40,
-     0, 16,
-     8, 152, 56, 8,
-     48, 32, 56, 69, 0,
-     112, 120, 128, 72, 136, NONE, 184,
-     48, 72},
-    // 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
-    //       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
-    //       struct _ts thread_id @136, cframe @56; _PyCFrame {current_frame @0, previous};
-    //       _PyInterpreterFrame {f_code @0, previous @8, f_funcobj, f_globals, f_builtins,
-    //       f_locals, frame_obj, prev_instr @56, stacktop, return_offset, char owner @70};
-    //       code.h co_firstlineno @68, uint32_t co_version @92, co_filename @112,
-    //       co_name @120, co_qualname @128, co_linetable @136, co_code_adaptive @192.
-    //       unicodeobject.h: wstr removed, sizeof(PyASCIIObject) 40, compact 56.
-    {12, PBP_FRAME_INTERP_CFRAME, PBP_INSTR_PTR, 40,
-     0, 72,
-     8, 136, 56, 0,
-     8, 0, 56, 70, kSkipCstack312,
-     112, 120, 128, 68, 136, 92, 192,
-     40, 56},
+// 3.6: pystate.h struct _is {next, tstate_head}; struct _ts {prev, next, interp, frame, ..,
+//      long thread_id @152}; frameobject.h PyFrameObject {PyObject_VAR_HEAD, f_back @24,
+//      f_code @32, .., int f_lasti @120}; code.h PyCodeObject {.., int co_firstlineno @36,
+//      .., co_filename @96, co_name @104, co_lnotab @112}.
+constexpr Table k36 = {
+    .minor = 6,
+    .interp_next = 0, .interp_threads_head = 8,
+    .tstate_next = 8, .tstate_thread_id = 152, .tstate_frame = 24,
+    .frame_previous = 24, .frame_code = 32, .frame_instr = 120,
+    .co_filename = 96, .co_name = 104, .co_firstlineno = 36, .co_linetable = 112,
 };
+// 3.7: _PyRuntimeState (internal/pystate.h) {initialized, core_initialized, finalizing,
+//      interpreters{mutex, head @24}}; struct _ts gained exc_state etc: thread_id @176;
+//      PyFrameObject lost f_exc_*: f_lasti @104.
+constexpr Table k37 = from(k36, 7, [](Table& t) {
+    t.runtime_interp_head = 24;
+    t.tstate_thread_id = 176, t.frame_instr = 104;
+});
+// 3.8: internal/pycore_pystate.h; _PyRuntimeState {4 ints, finalizing, interpreters{mutex,
+//      head @32}}; cpython/code.h added co_posonlyargcount: co_firstlineno @40,
+//      co_filename @104, co_name @112, co_lnotab @120.
+constexpr Table k38 = from(k37, 8, [](Table& t) {
+    t.runtime_interp_head = 32;
+    t.co_firstlineno = 40, t.co_filename = 104, t.co_name = 112, t.co_linetable = 120;
+});
+// 3.9: internal/pycore_runtime.h, pycore_interp.h; same offsets as 3.8.
+constexpr Table k39 = from(k38, 9, [](Table&) {});
+// 3.10: cpython/frameobject.h PyFrameObject {.., f_trace, f_stackdepth, f_trace_lines,
+//       f_trace_opcodes, f_gen, int f_lasti @96} counts code units; co_linetable @120.
+constexpr Table k310 = from(k39, 10, [](Table& t) {
+    t.instr_kind = PBP_INSTR_LASTI_UNITS;
+    t.frame_instr = 96;
+});
+
+// 3.11: _PyRuntimeState {5 ints, _finalizing, interpreters{mutex, head @40}};
+//       struct _is {next, struct pythreads {next_unique_id, head @16}};
+//       cpython/pystate.h struct _ts {prev, next, interp, .., _PyCFrame *cframe @56, ..,
+//       thread_id @152}, _PyCFrame {use_tracing, current_frame @8, previous};
+//       internal/pycore_frame.h _PyInterpreterFrame {f_func, f_globals, f_builtins,
+//       f_locals, f_code @32, frame_obj, previous @48, prev_instr @56, stacktop, is_entry,
+//       char owner @69}; cpython/code.h co_firstlineno @72, co_filename @112,
+//       co_name @120, co_qualname @128, co_linetable @136, co_code_adaptive @184.
+//       Owners: THREAD 0, GENERATOR 1, FRAME_OBJECT 2; nothing to skip.
+//       The eval loop's entry: cpython/pystate.h _PyCFrame {uint8_t use_tracing,
+//       current_frame @8, previous @16}; the frame a _PyEval_EvalFrameDefault call was
+//       entered with has bool is_entry @68 set (internal/pycore_frame.h);
+//       PyThreadState.root_cframe @336.
+constexpr Table k311 = {
+    .minor = 11, .frame_kind = PBP_FRAME_INTERP_CFRAME, .instr_kind = PBP_INSTR_PTR,
+    .runtime_interp_head = 40,
+    .interp_next = 0, .interp_threads_head = 16,
+    .tstate_next = 8, .tstate_thread_id = 152, .tstate_frame = 56, .cframe_current_frame = 8,
+    .frame_previous = 48, .frame_code = 32, .frame_instr = 56, .frame_owner = 69,
+    .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_firstlineno = 72, .co_linetable = 136,
+    .code_adaptive = 184,
+    .cframe_previous = 16, .frame_entry_off = 68, .frame_entry_val = 1, .tstate_root_cframe = 336,
+};
+// 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
+//       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
+//       struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
+//       bound_gilstate:1, active:1, ..} _status @24, .., thread_id @136, cframe @56};
+//       _PyCFrame {current_frame @0, previous @8};
+//       _PyInterpreterFrame {f_code @0, previous @8, f_funcobj, f_globals, f_builtins,
+//       f_locals, frame_obj, prev_instr @56, stacktop, return_offset, char owner @70};
+//       code.h co_firstlineno @68, uint32_t co_version @92, co_filename @112,
+//       co_name @120, co_qualname @128, co_linetable @136, co_code_adaptive @192.
+//       unicodeobject.h: wstr removed, sizeof(PyASCIIObject) 40, compact 56.
+//       FRAME_OWNED_BY_CSTACK = 3 (pycore_frame.h): each _PyEval_EvalFrameDefault call
+//       links its frame to such an entry frame on the C stack, and no other frame has that
+//       owner (Python/ceval.c). PyThreadState.root_cframe @272.
+constexpr Table k312 = from(k311, 12, [](Table& t) {
+    t.interp_threads_head = 72;
+    t.tstate_thread_id = 136, t.cframe_current_frame = 0;
+    t.tstate_status = 24, t.tstate_active_mask = 1u << 4;  // _status.active
+    t.frame_previous = 8, t.frame_code = 0, t.frame_owner = 70, t.skip_owner_mask = 1u << 3;
+    t.co_firstlineno = 68, t.co_version = 92, t.code_adaptive = 192;
+    t.unicode_ascii_size = 40, t.unicode_compact_size = 56;
+    t.cframe_previous = 8, t.frame_entry_off = 70, t.frame_entry_val = 3, t.tstate_root_cframe = 272;
+});
+
+constexpr Table kTables[] = {k36, k37, k38, k39, k310, k311, k312};
 
 }  // namespace
 
@@ -175,36 +198,13 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
         o.csum_str_mask = 1u << 0;
     }
     o.skip_owner_mask = t->skip_owner_mask;
-    // The eval loop's entry (see pbp_py_offsets.cframe_previous in abi.h). 3.11:
-    // cpython/pystate.h _PyCFrame {uint8_t use_tracing, current_frame @8, previous @16};
-    // the frame a _PyEval_EvalFrameDefault call was entered with has bool is_entry @68 set
-    // (internal/pycore_frame.h). 3.12: _PyCFrame {current_frame @0, previous @8}; each call
-    // links its frame to an entry_frame on the C stack with char owner @70 =
-    // FRAME_OWNED_BY_CSTACK (3), no other frame has that owner (Python/ceval.c).
-    // PyThreadState.root_cframe (cpython/pystate.h): @336 in 3.11, @272 in 3.12.
-    if (v.minor == 11) {
-        o.cframe_previous = 16;
-        o.frame_entry_off = 68;
-        o.frame_entry_val = 1;
-        o.tstate_root_cframe = 336;
-    } else if (v.minor == 12) {
-        o.cframe_previous = 8;
-        o.frame_entry_off = 70;
-        o.frame_entry_val = 3;
-        o.tstate_root_cframe = 272;
-    } else {
-        o.cframe_previous = NONE;
-        o.frame_entry_off = NONE;
-        o.frame_entry_val = 0;
-        o.tstate_root_cframe = NONE;
-    }
+    o.cframe_previous = t->cframe_previous;
+    o.frame_entry_off = t->frame_entry_off;
+    o.frame_entry_val = t->frame_entry_val;
+    o.tstate_root_cframe = t->tstate_root_cframe;
     o.interp_code_gen = NONE;  // 3.14+ only (_Py_DebugOffsets)
-    // 3.12: struct _ts {prev, next, interp, struct {initialized:1, bound:1, unbound:1,
-    // bound_gilstate:1, active:1, ..} _status @24}: active is bit 4.
-    if (v.minor == 12) {
-        o.tstate_status = 24;
-        o.tstate_active_mask = 1u << 4;
-    }
+    o.tstate_status = t->tstate_status;
+    o.tstate_active_mask = t->tstate_active_mask;
 
     ObjectLayout& ob = l.obj;
     ob.co_filename = t->co_filename;

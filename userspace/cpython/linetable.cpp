@@ -156,4 +156,13 @@ int line_for_instr(LineTableFormat fmt, std::string_view table, int firstlineno,
     return 0;
 }
 
+const char* line_table_format_name(LineTableFormat fmt) {
+    switch (fmt) {
+        case LineTableFormat::Lnotab: return "lnotab";
+        case LineTableFormat::Linetable310: return "linetable310";
+        case LineTableFormat::Locations311: return "locations311";
+    }
+    return "?";
+}
+
 }  // namespace pbp::cpython

@@ -16,4 +16,7 @@ namespace pbp::cpython {
 // frame that has not started yet as instr 0, the function's first instruction.
 int line_for_instr(LineTableFormat fmt, std::string_view table, int firstlineno, uint32_t instr);
 
+// "lnotab", "linetable310", "locations311".
+const char* line_table_format_name(LineTableFormat fmt);
+
 }  // namespace pbp::cpython

@@ -6,6 +6,7 @@
 
 #include "cpython/linetable.h"
 #include "cpython/objects.h"
+#include "cpython/policy.h"
 
 namespace pbp {
 
@@ -109,11 +110,7 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     ci.name = *name;
     uint64_t fn = ptr(obj.co_filename);
     ci.file = cpython::read_unicode(*p.mem, obj, fn).value_or("<unknown>");
-    // 3.13+ pushes a static shim code object, _Py_InitCleanup, between a caller and the
-    // Python __init__ a specialized class call runs (CALL_ALLOC_AND_ENTER_INIT). Its frame
-    // is owned by the thread like a real one; the code object is known by its filename,
-    // name and qualname all being the one "__init__" string.
-    ci.shim = p.layout.version.at_least(3, 13) && qn && qn == nm && nm == fn && ci.name == "__init__";
+    ci.shim = cpython::is_init_cleanup_shim(p.layout.version, qn, nm, fn, ci.name);
     int32_t fl = 0;
     if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
     ci.firstlineno = fl;
@@ -155,17 +152,22 @@ std::optional<Frame> Symbolizer::frame(Proc* p, const pbp_frame& f, std::map<std
     return fr;
 }
 
-std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::map<std::string, uint64_t>& problems) {
-    std::vector<Frame> out;
+template <typename Out, typename Fn>
+std::vector<Out> Symbolizer::root_first(pid_t pid, const pbp_stack& st, Fn each) {
+    std::vector<Out> out;
     auto pit = procs_.find(pid);
     Proc* p = pit == procs_.end() ? nullptr : &pit->second;
     uint32_t depth = std::min<uint32_t>(st.depth, PBP_MAX_DEPTH);
     out.reserve(depth);
-    for (uint32_t i = depth; i-- > 0;) {
-        CodeInfo* ci = nullptr;
-        if (auto fr = frame(p, st.frames[i], problems, ci)) out.push_back(std::move(*fr));
-    }
+    for (uint32_t i = depth; i-- > 0;) each(p, st.frames[i], out);
     return out;
+}
+
+std::vector<Frame> Symbolizer::symbolize(pid_t pid, const pbp_stack& st, std::map<std::string, uint64_t>& problems) {
+    return root_first<Frame>(pid, st, [&](Proc* p, const pbp_frame& f, std::vector<Frame>& out) {
+        CodeInfo* ci = nullptr;
+        if (auto fr = frame(p, f, problems, ci)) out.push_back(std::move(*fr));
+    });
 }
 
 std::vector<uint32_t> Symbolizer::symbolize_into(pid_t pid, const pbp_stack& st, FrameTable& table,
@@ -175,32 +177,25 @@ std::vector<uint32_t> Symbolizer::symbolize_into(pid_t pid, const pbp_stack& st,
             for (auto& [_, ci] : p.code) ci.frame_ids.clear();
         ids_table_ = &table;
     }
-    std::vector<uint32_t> out;
-    auto pit = procs_.find(pid);
-    Proc* p = pit == procs_.end() ? nullptr : &pit->second;
-    uint32_t depth = std::min<uint32_t>(st.depth, PBP_MAX_DEPTH);
-    out.reserve(depth);
-    for (uint32_t i = depth; i-- > 0;) {
-        const pbp_frame& f = st.frames[i];
+    return root_first<uint32_t>(pid, st, [&](Proc* p, const pbp_frame& f, std::vector<uint32_t>& out) {
         if (p) {  // a known (code object, checksum, instruction): its frame index
             auto it = p->code.find(f.code);
             if (it != p->code.end() && it->second.csum == f.csum) {
-                if (it->second.shim) continue;
+                if (it->second.shim) return;
                 auto fi = it->second.frame_ids.find(f.instr);
                 if (fi != it->second.frame_ids.end()) {
                     out.push_back(fi->second);
-                    continue;
+                    return;
                 }
             }
         }
         CodeInfo* ci = nullptr;
         auto fr = frame(p, f, problems, ci);
-        if (!fr) continue;
+        if (!fr) return;
         uint32_t idx = table.intern(*fr);
         if (ci) ci->frame_ids.emplace(f.instr, idx);
         out.push_back(idx);
-    }
-    return out;
+    });
 }
 
 }  // namespace pbp

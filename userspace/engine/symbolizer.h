@@ -65,7 +65,7 @@ private:
         uint32_t csum = 0;
         std::string name, file, linetable;
         int firstlineno = 0;
-        bool shim = false;  // 3.13+ _Py_InitCleanup: not a Python frame, left out of stacks
+        bool shim = false;  // cpython::is_init_cleanup_shim: not a Python frame, left out of stacks
         std::unordered_map<uint32_t, int> lines;  // instr -> line
         std::unordered_map<uint32_t, uint32_t> frame_ids;  // instr -> index in ids_table_
     };
@@ -79,7 +79,10 @@ private:
     // Resolves one BPF frame; nullopt for a shim frame (left out). 'ci' is set when resolved.
     std::optional<Frame> frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,
                                CodeInfo*& ci);
-
+    // Calls each(proc or nullptr, frame, out) for the frames of st, root first (BPF records
+    // them leaf first); returns what it appended to out.
+    template <typename Out, typename Fn>
+    std::vector<Out> root_first(pid_t pid, const pbp_stack& st, Fn each);
 
     std::unordered_map<pid_t, Proc> procs_;
     const FrameTable* ids_table_ = nullptr;  // the table CodeInfo::frame_ids index into

@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include <regex>
 #include <set>
 #include <vector>
 
+#include "cpython/policy.h"
 #include "sys/elf_file.h"
 #include "sys/procfs.h"
 #include "sys/target_memory.h"
@@ -25,16 +25,10 @@ struct Discoverer::ElfFacts {
     std::string soname;
     std::vector<std::string> version_strings;
 
-    bool is_python() const {
-        return syms.count("_PyRuntime") || pyruntime_section ||
-               (syms.count("_PyThreadState_Current") && syms.count("PyCode_Type"));
-    }
+    bool is_python() const { return cpython::holds_runtime(syms, pyruntime_section.has_value()); }
 };
 
 namespace {
-
-const std::vector<std::string> kSymbols = {"_PyRuntime", "Py_Version", "PyCode_Type",
-                                           "_PyThreadState_Current", "interp_head"};
 
 bool basename_mentions_python(const std::string& path) {
     auto slash = path.rfind('/');
@@ -49,18 +43,6 @@ std::optional<uint64_t> load_bias(const std::vector<ElfSegment>& loads, const pr
             // address of file offset X in this segment = bias + vaddr + (X - offset)
             return m.start - (s.vaddr + (m.offset - s.offset));
         }
-    }
-    return std::nullopt;
-}
-
-std::optional<cpython::Version> version_from_name(const std::string& name) {
-    static const std::regex re(R"(python(\d)\.(\d+))");
-    std::smatch mm;
-    if (std::regex_search(name, mm, re)) {
-        cpython::Version v;
-        v.major = static_cast<uint8_t>(std::stoi(mm[1]));
-        v.minor = static_cast<uint8_t>(std::stoi(mm[2]));
-        return v;
     }
     return std::nullopt;
 }
@@ -98,10 +80,10 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
         f->ok = true;
         f->is_exec = elf->is_exec();
         f->loads = elf->loads();
-        f->syms = elf->find_symbols(kSymbols);
-        f->pyruntime_section = elf->section(".PyRuntime");
+        f->syms = elf->find_symbols(cpython::runtime_symbols());
+        f->pyruntime_section = elf->section(cpython::kRuntimeSection);
         f->soname = elf->soname();
-        if (auto pv = f->syms.find("Py_Version"); pv != f->syms.end()) {
+        if (auto pv = f->syms.find(cpython::kSymVersion); pv != f->syms.end()) {
             uint32_t v = 0;
             if (elf->read_vaddr(pv->second, &v, sizeof v)) f->py_version = v;
         }
@@ -178,66 +160,35 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
             auto it = facts->syms.find(n);
             return it == facts->syms.end() ? 0 : *bias + it->second;
         };
-        if (auto s = facts->syms.find("_PyRuntime"); s != facts->syms.end())
+        if (auto s = facts->syms.find(cpython::kSymRuntime); s != facts->syms.end())
             t.runtime_addr = *bias + s->second;
         else if (facts->pyruntime_section)
             t.runtime_addr = *bias + facts->pyruntime_section->addr;
-        t.code_type_addr = sym("PyCode_Type");
+        t.code_type_addr = sym(cpython::kSymCodeType);
 
-        // Version: Py_Version, else _Py_DebugOffsets, else names, else .rodata strings.
-        cpython::Version ver;
-        if (facts->py_version) ver = cpython::Version::from_hex(*facts->py_version);
-        if (!ver.known())
-            if (auto v = version_from_name(facts->soname)) ver = *v;
-        if (!ver.known())
-            if (auto v = version_from_name(m->path)) ver = *v;
-        if (!ver.known() && !facts->version_strings.empty()) {
-            auto& s = facts->version_strings.front();
-            if (auto v = version_from_name("python" + s)) ver = *v;
-        }
-
+        cpython::Version ver =
+            cpython::infer_version(facts->py_version, facts->soname, m->path, facts->version_strings);
         ProcessMemory mem(pid);
-        std::optional<cpython::Layout> lay;
-        std::string err, warn;
-        bool debug_offsets_tried = false;
-        if (t.runtime_addr && (!ver.known() || ver.at_least(3, 13))) {
-            std::vector<uint8_t> raw(cpython::kDebugOffsetsReadSize);
-            if (mem.read(t.runtime_addr, raw.data(), raw.size())) {
-                debug_offsets_tried = true;
-                lay = cpython::layout_from_debug_offsets(raw, err, warn);
-            } else {
-                err = "cannot read _PyRuntime";
-            }
-        }
-        if (!lay && ver.known() && !ver.at_least(3, 13)) lay = cpython::builtin_layout(ver, false);
-        if (!lay) {
+        cpython::LayoutChoice lay = cpython::choose_layout(ver, t.runtime_addr, mem);
+        if (!lay.layout) {
             r.status = Discovery::Unsupported;
             if (!ver.known())
                 r.reason = "CPython in " + m->path + " but its version is unknown (" +
-                           (err.empty() ? "no Py_Version or version string" : err) + ")";
+                           (lay.error.empty() ? "no Py_Version or version string" : lay.error) + ")";
             else
                 r.reason = "CPython " + ver.str() + " in " + m->path + " is not supported" +
-                           (debug_offsets_tried || !err.empty() ? ": " + err : "");
+                           (lay.error.empty() ? "" : ": " + lay.error);
             return r;
         }
-        if (!lay->version.known()) lay->version = ver;
-        t.layout = *lay;
-        t.warning = warn;
-        if (lay->runtime_interp_head) {
-            if (!t.runtime_addr) {
-                r.status = Discovery::Unsupported;
-                r.reason = "CPython " + ver.str() + " in " + m->path + ": _PyRuntime not found";
-                return r;
-            }
-            t.interp_head_addr = t.runtime_addr + *lay->runtime_interp_head;
-        } else {
-            t.interp_head_addr = sym("interp_head");
-            if (!t.interp_head_addr) {
-                r.status = Discovery::Unsupported;
-                r.reason = "CPython " + ver.str() + " in " + m->path +
-                           ": the interp_head symbol is missing (stripped 3.6 build)";
-                return r;
-            }
+        t.layout = *lay.layout;
+        t.warning = lay.warning;
+        std::string err;
+        t.interp_head_addr =
+            cpython::interp_head_address(t.layout, t.runtime_addr, sym(cpython::kSymInterpHead), err);
+        if (!err.empty()) {
+            r.status = Discovery::Unsupported;
+            r.reason = "CPython " + ver.str() + " in " + m->path + ": " + err;
+            return r;
         }
         r.status = Discovery::Python;
         r.target = std::move(t);
