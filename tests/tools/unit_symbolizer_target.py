@@ -101,6 +101,10 @@ def make(name, first):
 
 
 victim = make("victim", 10)
+# Code objects of the victim's size, freed after it: a block freed later is handed out first
+# (the allocators are LIFO), so the objects the next compile() allocates and keeps take these,
+# and the victim's own block is left for a code object.
+decoys = [make("decoy_%d" % i, 10) for i in range(64)]
 for label, code, line in TARGETS:
     report(label, code, line)
 report("victim", victim, 12)
@@ -112,6 +116,7 @@ while not os.path.exists(TRIGGER):
 
 addr = id(victim)
 del victim
+del decoys
 gc.collect()
 keep = []
 found = None
