@@ -19,6 +19,7 @@
 #include "export/exporter.h"
 #include "export/html_report.h"
 #include "export/output_file.h"
+#include "sys/clock.h"
 #include "sys/procfs.h"
 
 namespace pbp {
@@ -38,12 +39,6 @@ void install_signals() {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGHUP, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
-}
-
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
 }
 
 std::string timestamp_for_name() {

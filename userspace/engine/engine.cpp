@@ -17,6 +17,7 @@
 #include "engine/stack_store.h"
 #include "engine/symbolizer.h"
 #include "sys/preflight.h"
+#include "sys/clock.h"
 #include "sys/procfs.h"
 #include "targets/cgroup_target.h"
 #include "targets/cgroups.h"
@@ -27,18 +28,6 @@
 namespace pbp {
 
 namespace {
-
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
-}
-
-int64_t real_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
 
 // Discovery retry schedule after an exec/fork, in ms since the event: dense at first
 // (shared-libpython builds map libpython within a few ms), then sparse.

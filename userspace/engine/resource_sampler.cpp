@@ -1,5 +1,7 @@
 #include "engine/resource_sampler.h"
 
+#include "sys/clock.h"
+
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,12 +12,6 @@
 namespace pbp {
 
 namespace {
-
-uint64_t mono_now() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
-}
 
 // /proc/PID/stat is one short line: a single read() gets it whole.
 bool read_small(const std::string& path, std::string& out) {
@@ -75,7 +71,7 @@ bool ResourceSampler::read_one(Profile& profile, pid_t pid, uint64_t now_ns) {
     if (pp == profile.processes.end() || !read_small("/proc/" + std::to_string(pid) + "/stat", text)) return false;
     auto st = parse_proc_stat(text);
     if (!st) return false;
-    const uint64_t t = mono_now();
+    const uint64_t t = mono_ns();
     ResourcePoint rp;
     rp.mono_ns = now_ns;
     rp.rss_bytes = st->rss_pages * static_cast<uint64_t>(page_size_);
@@ -103,7 +99,7 @@ size_t ResourceSampler::sample(Profile& profile, const std::set<pid_t>& pids, ui
     started_ = true;
     last_ns_ = now_ns;
     if (pids.empty()) return 0;
-    const uint64_t t_begin = mono_now();
+    const uint64_t t_begin = mono_ns();
     size_t n = 0;
     // Start after the PID where the last tick stopped, wrapping around once.
     auto start = pids.upper_bound(resume_after_);
@@ -114,7 +110,7 @@ size_t ResourceSampler::sample(Profile& profile, const std::set<pid_t>& pids, ui
         tried_.insert(*it);
         n += read_one(profile, *it, now_ns);
         if (++it == pids.end()) it = pids.begin();
-        if (it != start && mono_now() - t_begin > budget_ns_) {
+        if (it != start && mono_ns() - t_begin > budget_ns_) {
             // Out of time: the rest go first next tick.
             resume_after_ = it == pids.begin() ? 0 : *std::prev(it);
             break;
