@@ -1,13 +1,13 @@
 #include "engine/resource_sampler.h"
 
-#include "sys/clock.h"
-
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include "sys/clock.h"
 
 namespace pbp {
 
