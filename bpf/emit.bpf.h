@@ -48,36 +48,36 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
  * per-CPU set of (process, code object, checksum) from the new stacks stored here. */
 #define FRESH_UNWOKEN 8
 
-struct told_walk {
-	struct told *t;
+struct shown_walk {
+	struct shown_set *shown;
 	struct scratch *s;
 	__u32 depth, tgid, news;
 };
 
-static long told_cb(__u32 i, void *ctx)
+static long shown_walk_cb(__u32 i, void *ctx)
 {
-	struct told_walk *tw = ctx;
-	if (i >= tw->depth)
+	struct shown_walk *sw = ctx;
+	if (i >= sw->depth)
 		return 1;
-	const struct pbp_frame *f = &tw->s->stack.frames[i & (PBP_MAX_DEPTH - 1)];
-	__u64 key = (f->code ^ ((__u64)f->csum << 20) ^ ((__u64)tw->tgid << 44)) | 1;
-	__u32 set = (__u32)((key * 0x9E3779B97F4A7C15ULL) >> 40) & (TOLD - 2);
-	__u64 *a = &tw->t->key[set], *b = &tw->t->key[set + 1];
+	const struct pbp_frame *f = &sw->s->stack.frames[i & (PBP_MAX_DEPTH - 1)];
+	__u64 key = (f->code ^ ((__u64)f->csum << 20) ^ ((__u64)sw->tgid << 44)) | 1;
+	__u32 set = (__u32)((key * 0x9E3779B97F4A7C15ULL) >> 40) & (SHOWN_SLOTS - 2);
+	__u64 *a = &sw->shown->key[set], *b = &sw->shown->key[set + 1];
 	if (*a == key || *b == key)
 		return 0;
 	*b = *a; /* the older one goes */
 	*a = key;
-	tw->news = 1;
+	sw->news = 1;
 	return 0;
 }
 
 /* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
  * (without it every new stack wakes the consumer). */
-static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t,
+static __always_inline int finish_walk(struct frame_walk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t,
 				       int use_loop)
 {
 	struct scratch *s = w->s;
-	if (s->chk.stale) /* what was walked is stale: no stack */
+	if (s->cframe_check.stale) /* what was walked is stale: no stack */
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (w->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
@@ -101,22 +101,22 @@ static __always_inline int finish_walk(struct fwalk *w, __u64 now, __u32 tgid, _
 	int wake = fresh;
 	if (fresh && use_loop) {
 		__u32 zero = 0;
-		struct told_walk tw = {};
-		tw.t = bpf_map_lookup_elem(&told_map, &zero);
-		tw.s = s;
-		tw.depth = w->depth;
-		tw.tgid = tgid;
-		if (tw.t) {
-			bpf_loop(PBP_MAX_DEPTH, told_cb, &tw, 0);
-			wake = tw.news || ++tw.t->unwoken >= FRESH_UNWOKEN;
+		struct shown_walk sw = {};
+		sw.shown = bpf_map_lookup_elem(&shown_map, &zero);
+		sw.s = s;
+		sw.depth = w->depth;
+		sw.tgid = tgid;
+		if (sw.shown) {
+			bpf_loop(PBP_MAX_DEPTH, shown_walk_cb, &sw, 0);
+			wake = sw.news || ++sw.shown->unwoken >= FRESH_UNWOKEN;
 			if (wake)
-				tw.t->unwoken = 0;
+				sw.shown->unwoken = 0;
 			else
 				stat_add(PBP_STAT_FRESH_UNWOKEN, 1);
 		}
 	}
 	if (t)
-		tmark(PBP_STAT_T_STACKMAP, t);
+		time_section(PBP_STAT_T_STACKMAP, t);
 	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, wake);
 }
 

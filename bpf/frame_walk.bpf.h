@@ -5,21 +5,21 @@
 
 #include "util.bpf.h"
 
-static __always_inline __u32 cc_slot(__u64 code)
+static __always_inline __u32 code_cache_slot(__u64 code)
 {
-	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CCACHE - 1);
+	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CODE_CACHE_SLOTS - 1);
 }
 
-struct fwalk {
+struct frame_walk {
 	const struct pbp_proc *proc;
 	struct scratch *s;
 	__u64 frame;
 	__u64 hash;
-	__u64 fc_base;     /* user address of fcache[0] */
-	__u32 fc_len;      /* bytes valid in fcache */
+	__u64 fc_base;     /* user address of frame_cache[0] */
+	__u32 fc_len;      /* bytes valid in frame_cache */
 	__u32 _pad;
 	__u64 last_code;   /* csum cache: recursion repeats the same code object */
-	struct ccache *cc; /* the code generation cache (3.14+), if s->cc.on */
+	struct code_cache *code_cache; /* the code generation cache (3.14+), if s->code_gen.on */
 	__u32 last_csum;
 	__u32 depth;
 	__u32 max_depth;
@@ -27,33 +27,33 @@ struct fwalk {
 	__u32 reason;
 };
 
-static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const __u8 *cwin)
+static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const __u8 *code_win)
 {
 	__u32 acc = 0;
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
 		__u8 sz = off->csum_size[i];
 		if (sz == 8) {
-			__u64 v = win_u64(cwin, off->csum_off[i]);
+			__u64 v = win_u64(code_win, off->csum_off[i]);
 			if (off->csum_str_mask & (1u << i)) {
 				v = rd_u64(v + PBP_STR_HASH_OFF);
-				tcount(PBP_STAT_N_STR_READS);
+				timing_count(PBP_STAT_N_STR_READS);
 			}
 			acc = pbp_csum_step(acc, v);
 		} else if (sz == 4)
-			acc = pbp_csum_step(acc, win_u32(cwin, off->csum_off[i]));
+			acc = pbp_csum_step(acc, win_u32(code_win, off->csum_off[i]));
 	}
 	return acc;
 }
 
 /* Resolve the bytecode base the instruction pointer points into. */
 static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u64 code,
-					   const __u8 *fwin, const __u8 *cwin)
+					   const __u8 *frame_win, const __u8 *code_win)
 {
 	__u64 base = code + off->code_adaptive;
 	if (off->frame_tlbc_index != PBP_OFF_NONE && off->code_tlbc != PBP_OFF_NONE) {
-		__s32 idx = (__s32)win_u32(fwin, off->frame_tlbc_index);
-		__u64 arr = win_u64(cwin, off->code_tlbc);
+		__s32 idx = (__s32)win_u32(frame_win, off->frame_tlbc_index);
+		__u64 arr = win_u64(code_win, off->code_tlbc);
 		/* _PyCodeArray { Py_ssize_t size; char *entries[]; } */
 		if (idx > 0 && arr) {
 			__u64 e = rd_u64(arr + 8 + 8 * (__u64)(idx & 0xffff));
@@ -67,20 +67,20 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 /* Before its first entry frame, the walk met what a settled tstate->cframe never shows: the
  * sample was taken while the eval loop was being entered (see abi.h). What was walked is
  * stale: drop it, and mark the sample. */
-static __always_inline void fwalk_stale(struct scratch *s)
+static __always_inline void frame_walk_stale(struct scratch *s)
 {
-	s->chk.stale |= s->chk.pending;
+	s->cframe_check.stale |= s->cframe_check.pending;
 }
 
 /* One frame. Returns 1 to stop. */
-static __always_inline int fwalk_step(struct fwalk *w)
+static __always_inline int frame_walk_step(struct frame_walk *w)
 {
 	const struct pbp_py_offsets *off = &w->proc->off;
 	struct scratch *s = w->s;
 	__u32 len;
 
 	if (!w->frame) { /* the chain's end: before its first entry frame, a stale cframe */
-		fwalk_stale(s);
+		frame_walk_stale(s);
 		return 1;
 	}
 	if (w->depth >= w->max_depth) {
@@ -96,83 +96,83 @@ static __always_inline int fwalk_step(struct fwalk *w)
 		 * frame's end; frame objects (<= 3.10) are scattered, so just the frame. */
 		__u64 end = cur + len;
 		__u64 start = off->frame_kind == PBP_FRAME_OBJECT ? cur : cur & ~4095ULL;
-		if (end - start > FCACHE)
-			start = end - FCACHE;
-		/* 1 .. FCACHE, in a form the verifier can bound whatever clang does */
-		__u32 n = (((__u32)(end - start) - 1) & (FCACHE - 1)) + 1;
-		if (len == 0 || bpf_probe_read_user(s->fcache, n, (const void *)start)) {
-			fwalk_stale(s);
+		if (end - start > FRAME_CACHE)
+			start = end - FRAME_CACHE;
+		/* 1 .. FRAME_CACHE, in a form the verifier can bound whatever clang does */
+		__u32 n = (((__u32)(end - start) - 1) & (FRAME_CACHE - 1)) + 1;
+		if (len == 0 || bpf_probe_read_user(s->frame_cache, n, (const void *)start)) {
+			frame_walk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_FRAME;
 			return 1;
 		}
 		w->fc_base = start;
 		w->fc_len = n;
-		tcount(PBP_STAT_N_FRAME_READS);
+		timing_count(PBP_STAT_N_FRAME_READS);
 	}
-	const __u8 *fwin = s->fcache + ((cur - w->fc_base) & (FCACHE - 1));
-	w->frame = win_u64(fwin, off->frame_previous);
+	const __u8 *frame_win = s->frame_cache + ((cur - w->fc_base) & (FRAME_CACHE - 1));
+	w->frame = win_u64(frame_win, off->frame_previous);
 	if (w->frame == cur) /* self-loop in freed memory */
 		w->frame = 0;
 	/* The first entry frame must link to the previous cframe's current frame. */
-	if (win_u8(fwin, off->frame_entry_off) == off->frame_entry_val) {
-		s->chk.stale |= s->chk.pending & (w->frame != s->chk.expect);
-		s->chk.pending = 0;
+	if (win_u8(frame_win, off->frame_entry_off) == off->frame_entry_val) {
+		s->cframe_check.stale |= s->cframe_check.pending & (w->frame != s->cframe_check.expect);
+		s->cframe_check.pending = 0;
 	}
 
 	if (off->frame_owner != PBP_OFF_NONE) {
-		__u8 owner = win_u8(fwin, off->frame_owner);
+		__u8 owner = win_u8(frame_win, off->frame_owner);
 		if (owner < 32 && (off->skip_owner_mask & (1u << owner)))
 			return 0; /* C-stack / shim frame: not Python */
 	}
-	__u64 code = win_u64(fwin, off->frame_code) & ~(__u64)off->executable_tag_mask;
+	__u64 code = win_u64(frame_win, off->frame_code) & ~(__u64)off->executable_tag_mask;
 	if (!code)
 		return 0;
 
 	__u32 csum;
-	struct ccache_entry *ce = 0;
+	struct code_cache_entry *ce = 0;
 	int cached = 0;
 	if (code == w->last_code) {
 		csum = w->last_csum;
 		cached = 1;
-	} else if (s->cc.on && w->cc) {
-		ce = &w->cc->e[cc_slot(code)];
-		if (ce->code == code && ce->gen == s->cc.gen && ce->interp == s->cc.interp &&
-		    ce->tgid == s->cc.tgid && ce->pgen == w->proc->generation &&
-		    s->cc.now - ce->ts < CC_TTL_NS) {
+	} else if (s->code_gen.on && w->code_cache) {
+		ce = &w->code_cache->e[code_cache_slot(code)];
+		if (ce->code == code && ce->gen == s->code_gen.gen && ce->interp == s->code_gen.interp &&
+		    ce->tgid == s->code_gen.tgid && ce->pgen == w->proc->generation &&
+		    s->code_gen.now - ce->ts < CODE_CACHE_TTL_NS) {
 			csum = ce->csum;
 			w->last_code = code;
 			w->last_csum = csum;
 			cached = 1;
-			tcount(PBP_STAT_N_CODE_CACHED);
+			timing_count(PBP_STAT_N_CODE_CACHED);
 		}
 	}
 	if (!cached) {
 		len = off->code_read_len;
 		if (len > PBP_WINDOW)
 			len = PBP_WINDOW;
-		if (len == 0 || bpf_probe_read_user(s->cwin, len, (const void *)code)) {
-			fwalk_stale(s);
+		if (len == 0 || bpf_probe_read_user(s->code_window, len, (const void *)code)) {
+			frame_walk_stale(s);
 			w->flags |= PBP_F_PARTIAL;
 			w->reason = PBP_ERR_READ_CODE;
 			return 1;
 		}
-		tcount(PBP_STAT_N_CODE_READS);
+		timing_count(PBP_STAT_N_CODE_READS);
 		if (w->proc->code_type_addr &&
-		    win_u64(s->cwin, off->code_ob_type) != w->proc->code_type_addr) {
-			fwalk_stale(s); /* 3.11/3.12 frames always hold a code object */
+		    win_u64(s->code_window, off->code_ob_type) != w->proc->code_type_addr) {
+			frame_walk_stale(s); /* 3.11/3.12 frames always hold a code object */
 			stat_add(PBP_STAT_REASON_BASE + PBP_ERR_NOT_CODE, 1);
 			return 0; /* 3.13+: f_executable may be None or another object */
 		}
-		csum = code_csum(off, s->cwin);
+		csum = code_csum(off, s->code_window);
 		w->last_code = code;
 		w->last_csum = csum;
 		if (ce) {
 			ce->code = code;
-			ce->interp = s->cc.interp;
-			ce->gen = s->cc.gen;
-			ce->ts = s->cc.now;
-			ce->tgid = s->cc.tgid;
+			ce->interp = s->code_gen.interp;
+			ce->gen = s->code_gen.gen;
+			ce->ts = s->code_gen.now;
+			ce->tgid = s->code_gen.tgid;
 			ce->pgen = w->proc->generation;
 			ce->csum = csum;
 		}
@@ -180,14 +180,14 @@ static __always_inline int fwalk_step(struct fwalk *w)
 
 	__u32 instr = PBP_INSTR_UNKNOWN;
 	if (off->instr_kind == PBP_INSTR_PTR) {
-		__u64 ip = win_u64(fwin, off->frame_instr);
-		__u64 base = bytecode_base(off, code, fwin, s->cwin);
+		__u64 ip = win_u64(frame_win, off->frame_instr);
+		__u64 base = bytecode_base(off, code, frame_win, s->code_window);
 		if (ip >= base && ip - base < 0x1ffffffffULL)
 			instr = (__u32)((ip - base) >> 1);
 		else if (ip && ip < base)
 			instr = 0; /* 3.11/3.12: prev_instr is one before the first unit */
 	} else {
-		__s32 lasti = (__s32)win_u32(fwin, off->frame_instr);
+		__s32 lasti = (__s32)win_u32(frame_win, off->frame_instr);
 		instr = lasti < 0 ? 0 : (__u32)lasti;
 	}
 
@@ -205,9 +205,9 @@ static __always_inline int fwalk_step(struct fwalk *w)
 
 /* One frame per callback: unrolling 4 steps into it saved ~10% per frame but made the
  * verifier take 0.7 s longer at every start. */
-static long fwalk_cb(__u32 i, void *ctx)
+static long frame_walk_cb(__u32 i, void *ctx)
 {
-	return fwalk_step((struct fwalk *)ctx);
+	return frame_walk_step((struct frame_walk *)ctx);
 }
 
 #endif /* __PYBPFPROF_FRAME_WALK_BPF_H__ */

@@ -12,7 +12,8 @@
 const volatile __u32 watch_flags = 0;
 /* Samples do not wake the consumer (it drains on a timer) until this much is queued. */
 const volatile __u64 wakeup_bytes = 1 << 18;
-/* Frames per run of walk_nolp (no-bpf_loop kernels), <= PBP_NOLP_CHUNK. */
+/* Frames per run of walk_nolp, <= PBP_NOLP_CHUNK. "nolp" (here, in the programs' names and in
+ * PBP_NOLP_*) = no bpf_loop: the tail-call frame walk for kernels 5.8 .. 5.16. */
 const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
 /* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
  * removes every timing instruction. */
@@ -64,9 +65,8 @@ struct {
 /* Frame cache: on 3.11+ the interpreter frames of a thread are contiguous in its data
  * stack (callers below callees), so one read of the page below a frame covers many
  * callers. A view into it may extend PBP_WINDOW past the cached bytes (never read). */
-#define FCACHE 4096
+#define FRAME_CACHE 4096 /* bytes */
 
-/* Hot parts first: a shallow walk then touches two pages of this per-CPU value. */
 /* The frame walk's state between tail calls (no-bpf_loop kernels). Pointers cannot be
  * kept in a map, so the process is looked up again by tgid. */
 struct nolp_state {
@@ -81,15 +81,15 @@ struct nolp_state {
  *   entry, validated exactly as the entry itself is);
  * - the stack ids stored lately from this CPU: such a stack is in the stacks map, or was
  *   read by userspace when it was stored (a new stack wakes the consumer at once). */
-#define TCACHE 8
+#define TSTATE_CACHE 8
 #define SEEN 256
-struct tcache_entry {
+struct tstate_cache_entry {
 	__u64 pid_tgid;
 	struct tstate_entry e;
 };
 
 /* 3.11/3.12: the check of tstate->cframe against its previous cframe (see abi.h). Kept in the
- * map value, not in struct fwalk on the stack: the verifier does not track map memory, so the
+ * map value, not in struct frame_walk on the stack: the verifier does not track map memory, so the
  * frame walk's states still converge. */
 struct cframe_check {
 	__u64 expect;   /* tstate->cframe->previous->current_frame */
@@ -101,40 +101,42 @@ struct cframe_check {
  * bumps it first thing). While it stands still, a code object seen at an address is still the one
  * there, so its checksum comes from this cache instead of a probe read (~250 ns each, most
  * of a deep walk's cost). Per CPU; keyed by the code object's address, valid for the same
- * process (and entry generation), interpreter and code generation, and at most CC_TTL_NS
+ * process (and entry generation), interpreter and code generation, and at most CODE_CACHE_TTL_NS
  * (bounds what a read racing a code object's construction could leave). */
-#define CCACHE 256
-#define CC_TTL_NS 250000000ULL
-struct ccache_entry {
+#define CODE_CACHE_SLOTS 256
+#define CODE_CACHE_TTL_NS 250000000ULL
+struct code_cache_entry {
 	__u64 code, interp, gen, ts;
 	__u32 tgid, pgen, csum, _pad;
 };
-struct ccache {
-	struct ccache_entry e[CCACHE];
+struct code_cache {
+	struct code_cache_entry e[CODE_CACHE_SLOTS];
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ccache);
-} ccache_map SEC(".maps");
+	__type(value, struct code_cache);
+} code_cache_map SEC(".maps");
 
 /* This sample's code generation (in the map value: it lives across the no-bpf_loop tail calls). */
-struct cc_sample {
+struct code_gen_sample {
 	__u64 interp, gen, now;
 	__u32 on, tgid;  /* on: the generation was read, the cache may be used */
 };
 
+/* Per-CPU scratch space of a sample. Hot parts first: a shallow walk then touches two pages
+ * of it. */
 struct scratch {
-	struct tcache_entry tcache[TCACHE];
-	__u64 seen[SEEN];
-	__u8 cwin[PBP_WINDOW];
-	__u8 fcache[FCACHE + PBP_WINDOW];
+	struct tstate_cache_entry tstate_cache[TSTATE_CACHE];
+	__u64 seen[SEEN];                /* stack ids stored lately from this CPU */
+	__u8 code_window[PBP_WINDOW];    /* a code object's bytes (before the walk: a thread state's or a cframe's) */
+	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
 	struct pbp_stack stack;
 	struct nolp_state nolp;
-	struct cframe_check chk;
-	struct cc_sample cc;
+	struct cframe_check cframe_check;
+	struct code_gen_sample code_gen;
 };
 
 struct {
@@ -144,7 +146,6 @@ struct {
 	__type(value, struct scratch);
 } scratch_map SEC(".maps");
 
-/* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
 /* --cgroup: a process is reported at exec only if it is under one of these cgroups
  * (bpf_current_task_under_cgroup tests ancestry, so a pod's containers that start later
  * are caught too). Processes elsewhere cost one array scan per exec, nothing per sample. */
@@ -155,6 +156,7 @@ struct {
 	__type(value, __u32);
 } cgroup_filter SEC(".maps");
 
+/* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
@@ -163,9 +165,9 @@ struct {
 } nolp_progs SEC(".maps");
 
 /* The set of code objects the consumer has been shown (see emit.bpf.h). */
-#define TOLD 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */
-struct told {
-	__u64 key[TOLD];
+#define SHOWN_SLOTS 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */
+struct shown_set {
+	__u64 key[SHOWN_SLOTS];
 	__u32 unwoken;
 };
 
@@ -173,7 +175,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct told);
-} told_map SEC(".maps");
+	__type(value, struct shown_set);
+} shown_map SEC(".maps");
 
 #endif /* __PYBPFPROF_MAPS_BPF_H__ */

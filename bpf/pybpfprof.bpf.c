@@ -32,7 +32,7 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-static __always_inline void nolp_save(struct scratch *s, const struct fwalk *w)
+static __always_inline void nolp_save(struct scratch *s, const struct frame_walk *w)
 {
 	struct nolp_state *n = &s->nolp;
 	n->frame = w->frame;
@@ -47,7 +47,7 @@ static __always_inline void nolp_save(struct scratch *s, const struct fwalk *w)
 	n->reason = w->reason;
 }
 
-static __always_inline void nolp_load(const struct scratch *s, struct fwalk *w)
+static __always_inline void nolp_load(const struct scratch *s, struct frame_walk *w)
 {
 	const struct nolp_state *n = &s->nolp;
 	w->frame = n->frame;
@@ -84,7 +84,7 @@ static __always_inline int sample(void *ctx, int use_loop)
 	__u64 frame = 0, interp = 0;
 	int have_frame = 0;
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
-	__u64 t = tmark(PBP_STAT_T_TSTATE, now);
+	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
 	if (!ts)
 		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
 
@@ -92,16 +92,16 @@ static __always_inline int sample(void *ctx, int use_loop)
 	if (!have_frame)
 		frame = rd_u64(ts + off->tstate_frame);
 	__u64 expect = 0;
-	s->chk.pending = 0;
-	s->chk.stale = 0;
+	s->cframe_check.pending = 0;
+	s->cframe_check.stale = 0;
 	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
 		/* tstate->cframe: current_frame and previous in one read */
 		__u64 cf = frame;
-		if (bpf_probe_read_user(s->cwin, PBP_CFRAME_WINDOW, (const void *)cf))
+		if (bpf_probe_read_user(s->code_window, PBP_CFRAME_WINDOW, (const void *)cf))
 			return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_READ_FRAME, 0);
-		frame = win_u64(s->cwin, off->cframe_current_frame);
+		frame = win_u64(s->code_window, off->cframe_current_frame);
 		if (off->frame_entry_off != PBP_OFF_NONE) {
-			__u64 pcf = win_u64(s->cwin, off->cframe_previous);
+			__u64 pcf = win_u64(s->code_window, off->cframe_previous);
 			int root = cf == ts + off->tstate_root_cframe;
 			/* Settled, the thread's root cframe has neither a frame nor a previous
 			 * cframe, any other has both, and its previous one is readable. (Unsettled,
@@ -110,37 +110,37 @@ static __always_inline int sample(void *ctx, int use_loop)
 			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
 							(const void *)(pcf + off->cframe_current_frame))))
 				return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
-			s->chk.expect = expect;
-			s->chk.pending = 1;
+			s->cframe_check.expect = expect;
+			s->cframe_check.pending = 1;
 		}
 	}
-	t = tmark(PBP_STAT_T_FRAME0, t);
+	t = time_section(PBP_STAT_T_FRAME0, t);
 	if (!frame)
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 
 	/* 3.14+: the code generation, for the checksum cache (not with per-thread bytecode:
 	 * its base is read from the code object) */
-	s->cc.on = 0;
+	s->code_gen.on = 0;
 	if (off->interp_code_gen != PBP_OFF_NONE && off->code_tlbc == PBP_OFF_NONE && interp &&
-	    !bpf_probe_read_user(&s->cc.gen, sizeof(s->cc.gen), (const void *)(interp + off->interp_code_gen))) {
-		s->cc.on = 1;
-		s->cc.interp = interp;
-		s->cc.now = now;
-		s->cc.tgid = tgid;
+	    !bpf_probe_read_user(&s->code_gen.gen, sizeof(s->code_gen.gen), (const void *)(interp + off->interp_code_gen))) {
+		s->code_gen.on = 1;
+		s->code_gen.interp = interp;
+		s->code_gen.now = now;
+		s->code_gen.tgid = tgid;
 	}
 
-	struct fwalk w = {};
+	struct frame_walk w = {};
 	w.proc = proc;
 	w.s = s;
-	w.cc = bpf_map_lookup_elem(&ccache_map, &zero);
+	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
 	w.frame = frame;
 	w.hash = pbp_stack_hash_init(tgid, proc->generation);
 	w.max_depth = proc->max_depth;
 	if (use_loop) {
 		if (w.max_depth > PBP_MAX_DEPTH)
 			w.max_depth = PBP_MAX_DEPTH;
-		bpf_loop(PBP_MAX_DEPTH + 1, fwalk_cb, &w, 0);
-		t = tmark(PBP_STAT_T_WALK, t);
+		bpf_loop(PBP_MAX_DEPTH + 1, frame_walk_cb, &w, 0);
+		t = time_section(PBP_STAT_T_WALK, t);
 		return finish_walk(&w, now, tgid, tid, t, 1);
 	}
 	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
@@ -154,12 +154,14 @@ static __always_inline int sample(void *ctx, int use_loop)
 	return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
 }
 
+/* The sampler with bpf_loop (5.17+). */
 SEC("perf_event")
 int on_sample(struct bpf_perf_event_data *ctx)
 {
 	return sample(ctx, 1);
 }
 
+/* The sampler without bpf_loop ("nolp", 5.8 .. 5.16): the walk continues in walk_nolp. */
 SEC("perf_event")
 int on_sample_nolp(struct bpf_perf_event_data *ctx)
 {
@@ -181,16 +183,16 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return 0;
-	struct fwalk w = {};
+	struct frame_walk w = {};
 	w.proc = proc;
 	w.s = s;
-	w.cc = bpf_map_lookup_elem(&ccache_map, &zero);
+	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
 	nolp_load(s, &w);
 	int done = 0;
 	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {
 		if (i >= nolp_chunk) /* a constant at load time: the verifier drops the rest */
 			break;
-		if (fwalk_step(&w)) {
+		if (frame_walk_step(&w)) {
 			done = 1;
 			break;
 		}

@@ -21,7 +21,7 @@ static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64
 	return !off->tstate_active_mask || (rd_u32(ts + off->tstate_status) & off->tstate_active_mask);
 }
 
-struct tswalk {
+struct tstate_search {
 	const struct pbp_py_offsets *off;
 	__u64 interp;
 	__u64 ts;
@@ -34,7 +34,7 @@ struct tswalk {
 };
 
 /* One step of the walk over interpreters x threads. Returns 1 to stop. */
-static __always_inline int tswalk_step(struct tswalk *w)
+static __always_inline int tstate_search_step(struct tstate_search *w)
 {
 	const struct pbp_py_offsets *off = w->off;
 
@@ -67,9 +67,9 @@ static __always_inline int tswalk_step(struct tswalk *w)
 	return 0;
 }
 
-static long tswalk_cb(__u32 i, void *ctx)
+static long tstate_search_cb(__u32 i, void *ctx)
 {
-	return tswalk_step((struct tswalk *)ctx);
+	return tstate_search_step((struct tstate_search *)ctx);
 }
 
 /* A thread state's thread_id and its frame field (frame, cframe or current_frame), in one
@@ -86,12 +86,12 @@ static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct 
 		return rd_u64(ts + a);
 	}
 	n = ((n - 1) & (PBP_WINDOW - 1)) + 1; /* 1 .. PBP_WINDOW, for the verifier */
-	if (bpf_probe_read_user(s->cwin, n, (const void *)(ts + lo))) {
+	if (bpf_probe_read_user(s->code_window, n, (const void *)(ts + lo))) {
 		*frame = 0;
 		return 0;
 	}
-	*frame = win_u64(s->cwin, b - lo);
-	return win_u64(s->cwin, a - lo);
+	*frame = win_u64(s->code_window, b - lo);
+	return win_u64(s->code_window, a - lo);
 }
 
 /* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. On a
@@ -111,7 +111,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	const struct pbp_py_offsets *off = &proc->off;
 
 	__u64 fallback = 0, fallback_interp = 0;
-	struct tcache_entry *tc = &s->tcache[(__u32)pid_tgid & (TCACHE - 1)];
+	struct tstate_cache_entry *tc = &s->tstate_cache[(__u32)pid_tgid & (TSTATE_CACHE - 1)];
 	struct tstate_entry *ce;
 	if (tc->pid_tgid == pid_tgid) {
 		ce = &tc->e;
@@ -151,7 +151,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		}
 	}
 
-	struct tswalk w = {};
+	struct tstate_search w = {};
 	w.off = off;
 	w.fsbase = fsbase;
 	w.interp = rd_u64(proc->interp_head_addr);
@@ -163,10 +163,10 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	w.reason = PBP_ERR_THREAD_WALK_LIMIT;
 	stat_add(PBP_STAT_TSTATE_WALK, 1);
 	if (use_loop) {
-		bpf_loop(PBP_MAX_THREAD_WALK, tswalk_cb, &w, 0);
+		bpf_loop(PBP_MAX_THREAD_WALK, tstate_search_cb, &w, 0);
 	} else {
 		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
-			if (tswalk_step(&w))
+			if (tstate_search_step(&w))
 				break;
 	}
 

@@ -13,7 +13,7 @@ static __always_inline void stat_add(__u32 idx, __u64 n)
 }
 
 /* Section timing: add the time since prev to stat idx and return now (0 when off). */
-static __always_inline __u64 tmark(__u32 idx, __u64 prev)
+static __always_inline __u64 time_section(__u32 idx, __u64 prev)
 {
 	if (!section_timing)
 		return 0;
@@ -22,7 +22,8 @@ static __always_inline __u64 tmark(__u32 idx, __u64 prev)
 	return t;
 }
 
-static __always_inline void tcount(__u32 idx)
+/* Section timing: count one event (a probe read, a cache hit) into stat idx. */
+static __always_inline void timing_count(__u32 idx)
 {
 	if (section_timing)
 		stat_add(idx, 1);
