@@ -4,7 +4,7 @@
 #ifndef __PYBPFPROF_EMIT_BPF_H__
 #define __PYBPFPROF_EMIT_BPF_H__
 
-#include "frame_walk.bpf.h"
+#include "util.bpf.h"
 
 /* wake: the consumer must see this record now (a new stack: its code objects may be
  * short-lived, e.g. module bodies, so symbolize before they are freed). Other samples
@@ -73,28 +73,27 @@ static long shown_walk_cb(__u32 i, void *ctx)
 
 /* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
  * (without it every new stack wakes the consumer). */
-static __always_inline int finish_walk(struct frame_walk *w, __u64 now, __u32 tgid, __u32 tid, __u64 t,
-				       int use_loop)
+static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 now, __u32 tgid,
+				       __u32 tid, __u64 t, int use_loop)
 {
-	struct scratch *s = w->s;
 	if (s->cframe_check.stale) /* what was walked is stale: no stack */
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
-	if (w->flags & PBP_F_TRUNCATED)
+	if (st->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
-	if (!w->depth)
-		return emit(now, tgid, tid, 0, 0, w->flags, w->reason ? w->reason : PBP_ERR_NO_FRAME, 0);
+	if (!st->depth)
+		return emit(now, tgid, tid, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME, 0);
 
-	__u64 id = w->hash ? w->hash : 1;
+	__u64 id = st->hash ? st->hash : 1;
 	int fresh = 0;
 	__u64 *seen = &s->seen[id & (SEEN - 1)];
 	if (*seen != id && !bpf_map_lookup_elem(&stacks, &id)) {
-		s->stack.depth = w->depth;
+		s->stack.depth = st->depth;
 		s->stack.pid = tgid;
 		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
 			stat_add(PBP_STAT_STACK_NEW, 1);
 			fresh = 1;
 		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
-			return emit(now, tgid, tid, 0, w->depth, w->flags, PBP_ERR_STACK_MAP, 0);
+			return emit(now, tgid, tid, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
 		}
 	}
 	*seen = id;
@@ -104,7 +103,7 @@ static __always_inline int finish_walk(struct frame_walk *w, __u64 now, __u32 tg
 		struct shown_walk sw = {};
 		sw.shown = bpf_map_lookup_elem(&shown_map, &zero);
 		sw.s = s;
-		sw.depth = w->depth;
+		sw.depth = st->depth;
 		sw.tgid = tgid;
 		if (sw.shown) {
 			bpf_loop(PBP_MAX_DEPTH, shown_walk_cb, &sw, 0);
@@ -117,7 +116,7 @@ static __always_inline int finish_walk(struct frame_walk *w, __u64 now, __u32 tg
 	}
 	if (t)
 		time_section(PBP_STAT_T_STACKMAP, t);
-	return emit(now, tgid, tid, id, w->depth, w->flags, w->reason, wake);
+	return emit(now, tgid, tid, id, st->depth, st->flags, st->reason, wake);
 }
 
 static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)

@@ -10,21 +10,12 @@ static __always_inline __u32 code_cache_slot(__u64 code)
 	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CODE_CACHE_SLOTS - 1);
 }
 
+/* A walk in progress: the pointers it works with (on the stack only) and its state. */
 struct frame_walk {
 	const struct pbp_proc *proc;
 	struct scratch *s;
-	__u64 frame;
-	__u64 hash;
-	__u64 fc_base;     /* user address of frame_cache[0] */
-	__u32 fc_len;      /* bytes valid in frame_cache */
-	__u32 _pad;
-	__u64 last_code;   /* csum cache: recursion repeats the same code object */
 	struct code_cache *code_cache; /* the code generation cache (3.14+), if s->code_gen.on */
-	__u32 last_csum;
-	__u32 depth;
-	__u32 max_depth;
-	__u32 flags;
-	__u32 reason;
+	struct walk_state st;
 };
 
 static __always_inline __u32 code_csum(const struct pbp_py_offsets *off, const __u8 *code_win)
@@ -77,21 +68,22 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 {
 	const struct pbp_py_offsets *off = &w->proc->off;
 	struct scratch *s = w->s;
+	struct walk_state *st = &w->st;
 	__u32 len;
 
-	if (!w->frame) { /* the chain's end: before its first entry frame, a stale cframe */
+	if (!st->frame) { /* the chain's end: before its first entry frame, a stale cframe */
 		frame_walk_stale(s);
 		return 1;
 	}
-	if (w->depth >= w->max_depth) {
-		w->flags |= PBP_F_TRUNCATED;
+	if (st->depth >= st->max_depth) {
+		st->flags |= PBP_F_TRUNCATED;
 		return 1;
 	}
 	len = off->frame_read_len;
 	if (len > PBP_WINDOW)
 		len = PBP_WINDOW;
-	__u64 cur = w->frame;
-	if (!(cur >= w->fc_base && cur + len <= w->fc_base + w->fc_len)) {
+	__u64 cur = st->frame;
+	if (!(cur >= st->fc_base && cur + len <= st->fc_base + st->fc_len)) {
 		/* Miss: read from the frame's page floor (mapped, since the frame is) up to the
 		 * frame's end; frame objects (<= 3.10) are scattered, so just the frame. */
 		__u64 end = cur + len;
@@ -102,21 +94,21 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		__u32 n = (((__u32)(end - start) - 1) & (FRAME_CACHE - 1)) + 1;
 		if (len == 0 || bpf_probe_read_user(s->frame_cache, n, (const void *)start)) {
 			frame_walk_stale(s);
-			w->flags |= PBP_F_PARTIAL;
-			w->reason = PBP_ERR_READ_FRAME;
+			st->flags |= PBP_F_PARTIAL;
+			st->reason = PBP_ERR_READ_FRAME;
 			return 1;
 		}
-		w->fc_base = start;
-		w->fc_len = n;
+		st->fc_base = start;
+		st->fc_len = n;
 		timing_count(PBP_STAT_N_FRAME_READS);
 	}
-	const __u8 *frame_win = s->frame_cache + ((cur - w->fc_base) & (FRAME_CACHE - 1));
-	w->frame = win_u64(frame_win, off->frame_previous);
-	if (w->frame == cur) /* self-loop in freed memory */
-		w->frame = 0;
+	const __u8 *frame_win = s->frame_cache + ((cur - st->fc_base) & (FRAME_CACHE - 1));
+	st->frame = win_u64(frame_win, off->frame_previous);
+	if (st->frame == cur) /* self-loop in freed memory */
+		st->frame = 0;
 	/* The first entry frame must link to the previous cframe's current frame. */
 	if (win_u8(frame_win, off->frame_entry_off) == off->frame_entry_val) {
-		s->cframe_check.stale |= s->cframe_check.pending & (w->frame != s->cframe_check.expect);
+		s->cframe_check.stale |= s->cframe_check.pending & (st->frame != s->cframe_check.expect);
 		s->cframe_check.pending = 0;
 	}
 
@@ -132,8 +124,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 	__u32 csum;
 	struct code_cache_entry *ce = 0;
 	int cached = 0;
-	if (code == w->last_code) {
-		csum = w->last_csum;
+	if (code == st->last_code) {
+		csum = st->last_csum;
 		cached = 1;
 	} else if (s->code_gen.on && w->code_cache) {
 		ce = &w->code_cache->e[code_cache_slot(code)];
@@ -141,8 +133,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		    ce->tgid == s->code_gen.tgid && ce->pgen == w->proc->generation &&
 		    s->code_gen.now - ce->ts < CODE_CACHE_TTL_NS) {
 			csum = ce->csum;
-			w->last_code = code;
-			w->last_csum = csum;
+			st->last_code = code;
+			st->last_csum = csum;
 			cached = 1;
 			timing_count(PBP_STAT_N_CODE_CACHED);
 		}
@@ -153,8 +145,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 			len = PBP_WINDOW;
 		if (len == 0 || bpf_probe_read_user(s->code_window, len, (const void *)code)) {
 			frame_walk_stale(s);
-			w->flags |= PBP_F_PARTIAL;
-			w->reason = PBP_ERR_READ_CODE;
+			st->flags |= PBP_F_PARTIAL;
+			st->reason = PBP_ERR_READ_CODE;
 			return 1;
 		}
 		timing_count(PBP_STAT_N_CODE_READS);
@@ -165,8 +157,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 			return 0; /* 3.13+: f_executable may be None or another object */
 		}
 		csum = code_csum(off, s->code_window);
-		w->last_code = code;
-		w->last_csum = csum;
+		st->last_code = code;
+		st->last_csum = csum;
 		if (ce) {
 			ce->code = code;
 			ce->interp = s->code_gen.interp;
@@ -191,15 +183,15 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		instr = lasti < 0 ? 0 : (__u32)lasti;
 	}
 
-	__u32 d = w->depth;
+	__u32 d = st->depth;
 	if (d >= PBP_MAX_DEPTH)
 		return 1;
 	struct pbp_frame *f = &s->stack.frames[d & (PBP_MAX_DEPTH - 1)];
 	f->code = code;
 	f->instr = instr;
 	f->csum = csum;
-	w->hash = pbp_stack_hash_step(w->hash, f);
-	w->depth = d + 1;
+	st->hash = pbp_stack_hash_step(st->hash, f);
+	st->depth = d + 1;
 	return 0;
 }
 

@@ -67,11 +67,26 @@ struct {
  * callers. A view into it may extend PBP_WINDOW past the cached bytes (never read). */
 #define FRAME_CACHE 4096 /* bytes */
 
-/* The frame walk's state between tail calls (no-bpf_loop kernels). Pointers cannot be
- * kept in a map, so the process is looked up again by tgid. */
-struct nolp_state {
-	__u64 frame, hash, fc_base, last_code, now;
-	__u32 fc_len, last_csum, depth, max_depth, flags, reason, tgid, tid;
+/* The frame walk's state. No pointers: the no-bpf_loop walk keeps it in the scratch value
+ * between its tail calls (copied there and back whole); struct frame_walk holds the pointers. */
+struct walk_state {
+	__u64 frame;       /* the next frame to read; 0 = the chain's end */
+	__u64 hash;        /* the stack id of the frames walked so far */
+	__u64 fc_base;     /* user address of frame_cache[0] */
+	__u64 last_code;   /* csum cache: recursion repeats the same code object */
+	__u32 fc_len;      /* bytes valid in frame_cache */
+	__u32 last_csum;
+	__u32 depth;
+	__u32 max_depth;
+	__u32 flags;       /* PBP_F_* */
+	__u32 reason;      /* enum pbp_reason */
+};
+
+/* The sample the no-bpf_loop walk continues in its tail calls (the process is looked up
+ * again by tgid: a pointer to it cannot be kept in a map). */
+struct tail_call_sample {
+	__u64 now;
+	__u32 tgid, tid;
 };
 
 /* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this
@@ -134,7 +149,8 @@ struct scratch {
 	__u8 code_window[PBP_WINDOW];    /* a code object's bytes (before the walk: a thread state's or a cframe's) */
 	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
 	struct pbp_stack stack;
-	struct nolp_state nolp;
+	struct walk_state walk;          /* between the tail calls of the no-bpf_loop walk */
+	struct tail_call_sample tail_call;
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;
 };

@@ -32,36 +32,6 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-static __always_inline void nolp_save(struct scratch *s, const struct frame_walk *w)
-{
-	struct nolp_state *n = &s->nolp;
-	n->frame = w->frame;
-	n->hash = w->hash;
-	n->fc_base = w->fc_base;
-	n->fc_len = w->fc_len;
-	n->last_code = w->last_code;
-	n->last_csum = w->last_csum;
-	n->depth = w->depth;
-	n->max_depth = w->max_depth;
-	n->flags = w->flags;
-	n->reason = w->reason;
-}
-
-static __always_inline void nolp_load(const struct scratch *s, struct frame_walk *w)
-{
-	const struct nolp_state *n = &s->nolp;
-	w->frame = n->frame;
-	w->hash = n->hash;
-	w->fc_base = n->fc_base;
-	w->fc_len = n->fc_len;
-	w->last_code = n->last_code;
-	w->last_csum = n->last_csum;
-	w->depth = n->depth;
-	w->max_depth = n->max_depth;
-	w->flags = n->flags;
-	w->reason = n->reason;
-}
-
 static __always_inline int sample(void *ctx, int use_loop)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -133,23 +103,23 @@ static __always_inline int sample(void *ctx, int use_loop)
 	w.proc = proc;
 	w.s = s;
 	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
-	w.frame = frame;
-	w.hash = pbp_stack_hash_init(tgid, proc->generation);
-	w.max_depth = proc->max_depth;
+	w.st.frame = frame;
+	w.st.hash = pbp_stack_hash_init(tgid, proc->generation);
+	w.st.max_depth = proc->max_depth;
 	if (use_loop) {
-		if (w.max_depth > PBP_MAX_DEPTH)
-			w.max_depth = PBP_MAX_DEPTH;
+		if (w.st.max_depth > PBP_MAX_DEPTH)
+			w.st.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, frame_walk_cb, &w, 0);
 		t = time_section(PBP_STAT_T_WALK, t);
-		return finish_walk(&w, now, tgid, tid, t, 1);
+		return finish_walk(s, &w.st, now, tgid, tid, t, 1);
 	}
 	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
-	if (w.max_depth > nolp_chunk * PBP_NOLP_RUNS)
-		w.max_depth = nolp_chunk * PBP_NOLP_RUNS;
-	nolp_save(s, &w);
-	s->nolp.now = now;
-	s->nolp.tgid = tgid;
-	s->nolp.tid = tid;
+	if (w.st.max_depth > nolp_chunk * PBP_NOLP_RUNS)
+		w.st.max_depth = nolp_chunk * PBP_NOLP_RUNS;
+	s->walk = w.st;
+	s->tail_call.now = now;
+	s->tail_call.tgid = tgid;
+	s->tail_call.tid = tid;
 	bpf_tail_call(ctx, &nolp_progs, 0);
 	return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
 }
@@ -178,8 +148,8 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
-	__u32 tgid = s->nolp.tgid, tid = s->nolp.tid;
-	__u64 now = s->nolp.now;
+	__u32 tgid = s->tail_call.tgid, tid = s->tail_call.tid;
+	__u64 now = s->tail_call.now;
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return 0;
@@ -187,7 +157,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	w.proc = proc;
 	w.s = s;
 	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
-	nolp_load(s, &w);
+	w.st = s->walk;
 	int done = 0;
 	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {
 		if (i >= nolp_chunk) /* a constant at load time: the verifier drops the rest */
@@ -198,11 +168,11 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 		}
 	}
 	if (!done) {
-		nolp_save(s, &w);
+		s->walk = w.st;
 		bpf_tail_call(ctx, &nolp_progs, 0);
-		w.flags |= PBP_F_TRUNCATED; /* out of tail calls */
+		w.st.flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(&w, now, tgid, tid, 0, 0);
+	return finish_walk(s, &w.st, now, tgid, tid, 0, 0);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */
