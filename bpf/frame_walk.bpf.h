@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The walk over a thread's CPython frames: one step per frame. */
+/* The walk over a thread's CPython frames: where it starts, and one step per frame. */
 #ifndef __PYBPFPROF_FRAME_WALK_BPF_H__
 #define __PYBPFPROF_FRAME_WALK_BPF_H__
 
@@ -53,6 +53,55 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 		}
 	}
 	return base;
+}
+
+/* The thread's first frame, from its thread state's frame field (read here unless have_frame:
+ * *frame holds it); on 3.11/3.12 through tstate->cframe, arming the cframe check. Returns
+ * PBP_OK (*frame 0: no Python frame) or why the sample has no stack. */
+static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struct scratch *s, __u64 ts,
+					 int have_frame, __u64 *frame)
+{
+	if (!have_frame)
+		*frame = rd_u64(ts + off->tstate_frame);
+	__u64 expect = 0;
+	s->cframe_check.pending = 0;
+	s->cframe_check.stale = 0;
+	if (*frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
+		/* tstate->cframe: current_frame and previous in one read */
+		__u64 cf = *frame;
+		if (bpf_probe_read_user(s->code_window, PBP_CFRAME_WINDOW, (const void *)cf))
+			return PBP_ERR_READ_FRAME;
+		*frame = win_u64(s->code_window, off->cframe_current_frame);
+		if (off->frame_entry_off != PBP_OFF_NONE) {
+			__u64 pcf = win_u64(s->code_window, off->cframe_previous);
+			int root = cf == ts + off->tstate_root_cframe;
+			/* Settled, the thread's root cframe has neither a frame nor a previous
+			 * cframe, any other has both, and its previous one is readable. (Unsettled,
+			 * both may read NULL: not a thread without Python frames.) */
+			if ((!*frame) != root || (!pcf) != root ||
+			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
+							(const void *)(pcf + off->cframe_current_frame))))
+				return PBP_ERR_CFRAME_STALE;
+			s->cframe_check.expect = expect;
+			s->cframe_check.pending = 1;
+		}
+	}
+	return PBP_OK;
+}
+
+/* 3.14+: this sample's code generation, for the checksum cache (not with per-thread bytecode:
+ * its base is read from the code object). */
+static __always_inline void code_gen_read(const struct pbp_py_offsets *off, struct scratch *s, __u64 interp,
+					  __u64 now, __u32 tgid)
+{
+	s->code_gen.on = 0;
+	if (off->interp_code_gen != PBP_OFF_NONE && off->code_tlbc == PBP_OFF_NONE && interp &&
+	    !bpf_probe_read_user(&s->code_gen.gen, sizeof(s->code_gen.gen), (const void *)(interp + off->interp_code_gen))) {
+		s->code_gen.on = 1;
+		s->code_gen.interp = interp;
+		s->code_gen.now = now;
+		s->code_gen.tgid = tgid;
+	}
 }
 
 /* Before its first entry frame, the walk met what a settled tstate->cframe never shows: the

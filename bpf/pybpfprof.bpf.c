@@ -32,6 +32,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Both samplers: find the thread state and the first frame, then walk (use_loop: with bpf_loop,
+ * else through tail calls to walk_nolp) and emit. */
 static __always_inline int sample(void *ctx, int use_loop)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -58,46 +60,13 @@ static __always_inline int sample(void *ctx, int use_loop)
 	if (!ts)
 		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
 
-	const struct pbp_py_offsets *off = &proc->off;
-	if (!have_frame)
-		frame = rd_u64(ts + off->tstate_frame);
-	__u64 expect = 0;
-	s->cframe_check.pending = 0;
-	s->cframe_check.stale = 0;
-	if (frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
-		/* tstate->cframe: current_frame and previous in one read */
-		__u64 cf = frame;
-		if (bpf_probe_read_user(s->code_window, PBP_CFRAME_WINDOW, (const void *)cf))
-			return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_READ_FRAME, 0);
-		frame = win_u64(s->code_window, off->cframe_current_frame);
-		if (off->frame_entry_off != PBP_OFF_NONE) {
-			__u64 pcf = win_u64(s->code_window, off->cframe_previous);
-			int root = cf == ts + off->tstate_root_cframe;
-			/* Settled, the thread's root cframe has neither a frame nor a previous
-			 * cframe, any other has both, and its previous one is readable. (Unsettled,
-			 * both may read NULL: not a thread without Python frames.) */
-			if ((!frame) != root || (!pcf) != root ||
-			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
-							(const void *)(pcf + off->cframe_current_frame))))
-				return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
-			s->cframe_check.expect = expect;
-			s->cframe_check.pending = 1;
-		}
-	}
+	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
+	if (reason)
+		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
 	t = time_section(PBP_STAT_T_FRAME0, t);
 	if (!frame)
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
-
-	/* 3.14+: the code generation, for the checksum cache (not with per-thread bytecode:
-	 * its base is read from the code object) */
-	s->code_gen.on = 0;
-	if (off->interp_code_gen != PBP_OFF_NONE && off->code_tlbc == PBP_OFF_NONE && interp &&
-	    !bpf_probe_read_user(&s->code_gen.gen, sizeof(s->code_gen.gen), (const void *)(interp + off->interp_code_gen))) {
-		s->code_gen.on = 1;
-		s->code_gen.interp = interp;
-		s->code_gen.now = now;
-		s->code_gen.tgid = tgid;
-	}
+	code_gen_read(&proc->off, s, interp, now, tgid);
 
 	struct frame_walk w = {};
 	w.proc = proc;
