@@ -73,15 +73,16 @@ static long shown_walk_cb(__u32 i, void *ctx)
 
 /* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
  * (without it every new stack wakes the consumer). */
-static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 now, __u32 tgid,
-				       __u32 tid, __u64 t, int use_loop)
+static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 now,
+				       __u32 tgid, __u32 tid, __u64 t, int use_loop)
 {
 	if (s->cframe_check.stale) /* what was walked is stale: no stack */
 		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (st->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!st->depth)
-		return emit(now, tgid, tid, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME, 0);
+		return emit(now, tgid, tid, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME,
+			    0);
 
 	__u64 id = st->hash ? st->hash : 1;
 	int fresh = 0;

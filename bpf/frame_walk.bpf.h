@@ -5,6 +5,7 @@
 
 #include "util.bpf.h"
 
+/* The code cache slot of a code object's address. */
 static __always_inline __u32 code_cache_slot(__u64 code)
 {
 	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CODE_CACHE_SLOTS - 1);
@@ -58,8 +59,8 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 /* The thread's first frame, from its thread state's frame field (read here unless have_frame:
  * *frame holds it); on 3.11/3.12 through tstate->cframe, arming the cframe check. Returns
  * PBP_OK (*frame 0: no Python frame) or why the sample has no stack. */
-static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struct scratch *s, __u64 ts,
-					 int have_frame, __u64 *frame)
+static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struct scratch *s,
+					 __u64 ts, int have_frame, __u64 *frame)
 {
 	if (!have_frame)
 		*frame = rd_u64(ts + off->tstate_frame);
@@ -91,12 +92,13 @@ static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struc
 
 /* 3.14+: this sample's code generation, for the checksum cache (not with per-thread bytecode:
  * its base is read from the code object). */
-static __always_inline void code_gen_read(const struct pbp_py_offsets *off, struct scratch *s, __u64 interp,
-					  __u64 now, __u32 tgid)
+static __always_inline void code_gen_read(const struct pbp_py_offsets *off, struct scratch *s,
+					  __u64 interp, __u64 now, __u32 tgid)
 {
 	s->code_gen.on = 0;
 	if (off->interp_code_gen != PBP_OFF_NONE && off->code_tlbc == PBP_OFF_NONE && interp &&
-	    !bpf_probe_read_user(&s->code_gen.gen, sizeof(s->code_gen.gen), (const void *)(interp + off->interp_code_gen))) {
+	    !bpf_probe_read_user(&s->code_gen.gen, sizeof(s->code_gen.gen),
+				 (const void *)(interp + off->interp_code_gen))) {
 		s->code_gen.on = 1;
 		s->code_gen.interp = interp;
 		s->code_gen.now = now;
@@ -157,7 +159,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		st->frame = 0;
 	/* The first entry frame must link to the previous cframe's current frame. */
 	if (win_u8(frame_win, off->frame_entry_off) == off->frame_entry_val) {
-		s->cframe_check.stale |= s->cframe_check.pending & (st->frame != s->cframe_check.expect);
+		s->cframe_check.stale |=
+			s->cframe_check.pending & (st->frame != s->cframe_check.expect);
 		s->cframe_check.pending = 0;
 	}
 
@@ -178,8 +181,9 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		cached = 1;
 	} else if (s->code_gen.on && w->code_cache) {
 		ce = &w->code_cache->e[code_cache_slot(code)];
-		if (ce->code == code && ce->gen == s->code_gen.gen && ce->interp == s->code_gen.interp &&
-		    ce->tgid == s->code_gen.tgid && ce->pgen == w->proc->generation &&
+		if (ce->code == code && ce->gen == s->code_gen.gen &&
+		    ce->interp == s->code_gen.interp && ce->tgid == s->code_gen.tgid &&
+		    ce->pgen == w->proc->generation &&
 		    s->code_gen.now - ce->ts < CODE_CACHE_TTL_NS) {
 			csum = ce->csum;
 			st->last_code = code;

@@ -145,11 +145,11 @@ struct code_gen_sample {
  * of it. */
 struct scratch {
 	struct tstate_cache_entry tstate_cache[TSTATE_CACHE];
-	__u64 seen[SEEN];                /* stack ids stored lately from this CPU */
-	__u8 code_window[PBP_WINDOW];    /* a code object's bytes (before the walk: a thread state's or a cframe's) */
+	__u64 seen[SEEN];             /* stack ids stored lately from this CPU */
+	__u8 code_window[PBP_WINDOW]; /* a code object (before the walk: a thread state, a cframe) */
 	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
 	struct pbp_stack stack;
-	struct walk_state walk;          /* between the tail calls of the no-bpf_loop walk */
+	struct walk_state walk;       /* between the tail calls of the no-bpf_loop walk */
 	struct tail_call_sample tail_call;
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;

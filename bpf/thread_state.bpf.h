@@ -21,6 +21,8 @@ static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64
 	return !off->tstate_active_mask || (rd_u32(ts + off->tstate_status) & off->tstate_active_mask);
 }
 
+/* A search of the interpreters' thread-state lists for the sampled thread's (its thread_id is
+ * the thread's fsbase). */
 struct tstate_search {
 	const struct pbp_py_offsets *off;
 	__u64 interp;
