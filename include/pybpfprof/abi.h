@@ -121,7 +121,7 @@ struct pbp_py_offsets {
 	__u16 tstate_root_cframe;
 	/* PyInterpreterState._code_object_generation (3.14+, _Py_DebugOffsets), else PBP_OFF_NONE:
 	 * bumped by every code object's dealloc, so while it stands still no code object address
-	 * has changed hands and the walk may reuse the checksums it took (see ccache in BPF). */
+	 * has changed hands and the walk may reuse the checksums it took (see code_cache in BPF). */
 	__u16 interp_code_gen;
 	__u16 _pad1;
 };

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The emit path: sample and process records, the stack store, and the set of code objects
+ * the consumer has been shown (when a new stack wakes it). */
+#ifndef __PYBPFPROF_EMIT_BPF_H__
+#define __PYBPFPROF_EMIT_BPF_H__
+
+#include "util.bpf.h"
+
+/* wake: the consumer must see this record now (a new stack: its code objects may be
+ * short-lived, e.g. module bodies, so symbolize before they are freed). Other samples
+ * are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
+static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id, __u32 depth,
+				__u32 flags, __u32 reason, int wake)
+{
+	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_add(PBP_STAT_RINGBUF_DROP, 1);
+		return 0;
+	}
+	e->ts_ns = ts;
+	e->type = PBP_EV_SAMPLE;
+	e->pid = tgid;
+	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->stack_id = stack_id;
+	e->flags = flags;
+	e->reason = reason;
+	e->depth = depth;
+	e->kind = PBP_KIND_CPU;
+	e->ppid = 0;
+	e->_pad2 = 0;
+	e->weight_ns = sample_period_ns;
+	if (!wake)
+		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes;
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	stat_add(PBP_STAT_EMITTED, 1);
+	if (reason)
+		stat_add(PBP_STAT_REASON_BASE + reason, 1);
+	stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - ts);
+	return 0;
+}
+
+/* A new stack wakes the consumer at once only if it holds a code object the consumer has not
+ * been shown yet (it may be short-lived: a module body, exec'd code), or if this CPU has
+ * stored FRESH_UNWOKEN new stacks since it last woke it (it reads each from the LRU stacks
+ * map, which must not evict one first). A new stack of known code objects waits for the next
+ * batch: its names are known, and its lines come from line tables read before. "Shown" is a
+ * per-CPU set of (process, code object, checksum) from the new stacks stored here. */
+#define FRESH_UNWOKEN 8
+
+struct shown_walk {
+	struct shown_set *shown;
+	struct scratch *s;
+	__u32 depth, tgid, news;
+};
+
+static long shown_walk_cb(__u32 i, void *ctx)
+{
+	struct shown_walk *sw = ctx;
+	if (i >= sw->depth)
+		return 1;
+	const struct pbp_frame *f = &sw->s->stack.frames[i & (PBP_MAX_DEPTH - 1)];
+	__u64 key = (f->code ^ ((__u64)f->csum << 20) ^ ((__u64)sw->tgid << 44)) | 1;
+	__u32 set = (__u32)((key * 0x9E3779B97F4A7C15ULL) >> 40) & (SHOWN_SLOTS - 2);
+	__u64 *a = &sw->shown->key[set], *b = &sw->shown->key[set + 1];
+	if (*a == key || *b == key)
+		return 0;
+	*b = *a; /* the older one goes */
+	*a = key;
+	sw->news = 1;
+	return 0;
+}
+
+/* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
+ * (without it every new stack wakes the consumer). */
+static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 now,
+				       __u32 tgid, __u32 tid, __u64 t, int use_loop)
+{
+	if (s->cframe_check.stale) /* what was walked is stale: no stack */
+		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
+	if (st->flags & PBP_F_TRUNCATED)
+		stat_add(PBP_STAT_TRUNCATED, 1);
+	if (!st->depth)
+		return emit(now, tgid, tid, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME,
+			    0);
+
+	__u64 id = st->hash ? st->hash : 1;
+	int fresh = 0;
+	__u64 *seen = &s->seen[id & (SEEN - 1)];
+	if (*seen != id && !bpf_map_lookup_elem(&stacks, &id)) {
+		s->stack.depth = st->depth;
+		s->stack.pid = tgid;
+		if (bpf_map_update_elem(&stacks, &id, &s->stack, BPF_NOEXIST) == 0) {
+			stat_add(PBP_STAT_STACK_NEW, 1);
+			fresh = 1;
+		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
+			return emit(now, tgid, tid, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
+		}
+	}
+	*seen = id;
+	int wake = fresh;
+	if (fresh && use_loop) {
+		__u32 zero = 0;
+		struct shown_walk sw = {};
+		sw.shown = bpf_map_lookup_elem(&shown_map, &zero);
+		sw.s = s;
+		sw.depth = st->depth;
+		sw.tgid = tgid;
+		if (sw.shown) {
+			bpf_loop(PBP_MAX_DEPTH, shown_walk_cb, &sw, 0);
+			wake = sw.news || ++sw.shown->unwoken >= FRESH_UNWOKEN;
+			if (wake)
+				sw.shown->unwoken = 0;
+			else
+				stat_add(PBP_STAT_FRESH_UNWOKEN, 1);
+		}
+	}
+	if (t)
+		time_section(PBP_STAT_T_STACKMAP, t);
+	return emit(now, tgid, tid, id, st->depth, st->flags, st->reason, wake);
+}
+
+static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
+{
+	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_add(PBP_STAT_EVENT_DROP, 1);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->type = type;
+	e->pid = tgid;
+	e->tid = tgid;
+	e->ppid = ppid;
+	e->cpu = bpf_get_smp_processor_id();
+	/* wake the consumer at once: discovery latency matters more than batching */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+}
+
+#endif /* __PYBPFPROF_EMIT_BPF_H__ */

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The sampler's maps, the types of their values, and the knobs userspace sets before load. */
+#ifndef __PYBPFPROF_MAPS_BPF_H__
+#define __PYBPFPROF_MAPS_BPF_H__
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "pybpfprof/abi.h"
+
+/* Set by userspace before load. */
+const volatile __u32 watch_flags = 0;
+/* Samples do not wake the consumer (it drains on a timer) until this much is queued. */
+const volatile __u64 wakeup_bytes = 1 << 18;
+/* Frames per run of walk_nolp, <= PBP_NOLP_CHUNK. "nolp" (here, in the programs' names and in
+ * PBP_NOLP_*) = no bpf_loop: the tail-call frame walk for kernels 5.8 .. 5.16. */
+const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
+/* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
+ * removes every timing instruction. */
+const volatile __u32 section_timing = 0;
+/* The weight of an on-CPU sample: the perf event's period, in ns. */
+const volatile __u64 sample_period_ns = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22); /* resized by userspace */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct pbp_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 2048); /* resized by userspace */
+	__type(key, __u64);
+	__type(value, struct pbp_stack);
+} stacks SEC(".maps");
+
+struct tstate_entry {
+	__u64 tstate;   /* 0 = known to have none (negative entry) */
+	__u64 ts_ns;    /* when made (negative entry) or last checked active (positive) */
+	__u64 interp;   /* the PyInterpreterState the thread state is in */
+	__u32 generation;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct tstate_entry);
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PBP_STAT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* Frame cache: on 3.11+ the interpreter frames of a thread are contiguous in its data
+ * stack (callers below callees), so one read of the page below a frame covers many
+ * callers. A view into it may extend PBP_WINDOW past the cached bytes (never read). */
+#define FRAME_CACHE 4096 /* bytes */
+
+/* The frame walk's state. No pointers: the no-bpf_loop walk keeps it in the scratch value
+ * between its tail calls (copied there and back whole); struct frame_walk holds the pointers. */
+struct walk_state {
+	__u64 frame;       /* the next frame to read; 0 = the chain's end */
+	__u64 hash;        /* the stack id of the frames walked so far */
+	__u64 fc_base;     /* user address of frame_cache[0] */
+	__u64 last_code;   /* csum cache: recursion repeats the same code object */
+	__u32 fc_len;      /* bytes valid in frame_cache */
+	__u32 last_csum;
+	__u32 depth;
+	__u32 max_depth;
+	__u32 flags;       /* PBP_F_* */
+	__u32 reason;      /* enum pbp_reason */
+};
+
+/* The sample the no-bpf_loop walk continues in its tail calls (the process is looked up
+ * again by tgid: a pointer to it cannot be kept in a map). */
+struct tail_call_sample {
+	__u64 now;
+	__u32 tgid, tid;
+};
+
+/* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this
+ * CPU touches neither map's memory (each map access is a likely TLB miss: the maps are
+ * vmalloc'ed in 4 KiB pages, and a miss costs a two-level page walk in a VM):
+ * - the thread-state entries of the last threads sampled here (a copy of the tstates
+ *   entry, validated exactly as the entry itself is);
+ * - the stack ids stored lately from this CPU: such a stack is in the stacks map, or was
+ *   read by userspace when it was stored (a new stack wakes the consumer at once). */
+#define TSTATE_CACHE 8
+#define SEEN 256
+struct tstate_cache_entry {
+	__u64 pid_tgid;
+	struct tstate_entry e;
+};
+
+/* 3.11/3.12: the check of tstate->cframe against its previous cframe (see abi.h). Kept in the
+ * map value, not in struct frame_walk on the stack: the verifier does not track map memory, so the
+ * frame walk's states still converge. */
+struct cframe_check {
+	__u64 expect;   /* tstate->cframe->previous->current_frame */
+	__u32 pending;  /* the first entry frame (or the chain's end) is still to be checked */
+	__u32 stale;    /* the check failed: no stack, PBP_ERR_CFRAME_STALE */
+};
+
+/* 3.14+: PyInterpreterState._code_object_generation counts the code objects freed (code_dealloc
+ * bumps it first thing). While it stands still, a code object seen at an address is still the one
+ * there, so its checksum comes from this cache instead of a probe read (~250 ns each, most
+ * of a deep walk's cost). Per CPU; keyed by the code object's address, valid for the same
+ * process (and entry generation), interpreter and code generation, and at most CODE_CACHE_TTL_NS
+ * (bounds what a read racing a code object's construction could leave). */
+#define CODE_CACHE_SLOTS 256
+#define CODE_CACHE_TTL_NS 250000000ULL
+struct code_cache_entry {
+	__u64 code, interp, gen, ts;
+	__u32 tgid, pgen, csum, _pad;
+};
+struct code_cache {
+	struct code_cache_entry e[CODE_CACHE_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct code_cache);
+} code_cache_map SEC(".maps");
+
+/* This sample's code generation (in the map value: it lives across the no-bpf_loop tail calls). */
+struct code_gen_sample {
+	__u64 interp, gen, now;
+	__u32 on, tgid;  /* on: the generation was read, the cache may be used */
+};
+
+/* Per-CPU scratch space of a sample. Hot parts first: a shallow walk then touches two pages
+ * of it. */
+struct scratch {
+	struct tstate_cache_entry tstate_cache[TSTATE_CACHE];
+	__u64 seen[SEEN];             /* stack ids stored lately from this CPU */
+	__u8 code_window[PBP_WINDOW]; /* a code object (before the walk: a thread state, a cframe) */
+	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
+	struct pbp_stack stack;
+	struct walk_state walk;       /* between the tail calls of the no-bpf_loop walk */
+	struct tail_call_sample tail_call;
+	struct cframe_check cframe_check;
+	struct code_gen_sample code_gen;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+/* --cgroup: a process is reported at exec only if it is under one of these cgroups
+ * (bpf_current_task_under_cgroup tests ancestry, so a pod's containers that start later
+ * are caught too). Processes elsewhere cost one array scan per exec, nothing per sample. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, PBP_MAX_CGROUPS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_filter SEC(".maps");
+
+/* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nolp_progs SEC(".maps");
+
+/* The set of code objects the consumer has been shown (see emit.bpf.h). */
+#define SHOWN_SLOTS 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */
+struct shown_set {
+	__u64 key[SHOWN_SLOTS];
+	__u32 unwoken;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct shown_set);
+} shown_map SEC(".maps");
+
+#endif /* __PYBPFPROF_MAPS_BPF_H__ */

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The search for the sampled thread's PyThreadState, and its cache. */
+#ifndef __PYBPFPROF_THREAD_STATE_BPF_H__
+#define __PYBPFPROF_THREAD_STATE_BPF_H__
+
+#include <bpf/bpf_core_read.h>
+
+#include "util.bpf.h"
+
+/* A negative thread-state entry ("this thread has no PyThreadState") is trusted this
+ * long before the list is walked again. Short, because a new Python thread's state is
+ * created by its parent and only bound to it (thread_id) once the thread runs: until then
+ * the thread looks native. 25 ms bounds both the misattribution at thread start and the
+ * re-walk cost for truly native threads. */
+#define NEG_TTL_NS 25000000ULL
+
+/* A thread has one PyThreadState per interpreter it entered (sub-interpreters, 3.12+); the
+ * one in use is marked active. True when that is unknown (before 3.12). */
+static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64 ts)
+{
+	return !off->tstate_active_mask || (rd_u32(ts + off->tstate_status) & off->tstate_active_mask);
+}
+
+/* A search of the interpreters' thread-state lists for the sampled thread's (its thread_id is
+ * the thread's fsbase). */
+struct tstate_search {
+	const struct pbp_py_offsets *off;
+	__u64 interp;
+	__u64 ts;
+	__u64 fsbase;
+	__u64 found;
+	__u64 first;    /* first state with the thread's id, active or not */
+	__u64 found_interp, first_interp;
+	__u32 ninterp;
+	__u32 reason;
+};
+
+/* One step of the walk over interpreters x threads. Returns 1 to stop. */
+static __always_inline int tstate_search_step(struct tstate_search *w)
+{
+	const struct pbp_py_offsets *off = w->off;
+
+	if (!w->ts) {
+		w->interp = rd_u64(w->interp + off->interp_next);
+		if (!w->interp) {
+			w->reason = PBP_ERR_NO_TSTATE;
+			return 1;
+		}
+		if (++w->ninterp >= PBP_MAX_INTERPRETERS) {
+			w->reason = PBP_ERR_THREAD_WALK_LIMIT;
+			return 1;
+		}
+		w->ts = rd_u64(w->interp + off->interp_threads_head);
+		return 0;
+	}
+	if (rd_u64(w->ts + off->tstate_thread_id) == w->fsbase) {
+		if (!w->first) {
+			w->first = w->ts;
+			w->first_interp = w->interp;
+		}
+		if (tstate_active(off, w->ts)) {
+			w->found = w->ts;
+			w->found_interp = w->interp;
+			w->reason = PBP_OK;
+			return 1;
+		}
+	}
+	w->ts = rd_u64(w->ts + off->tstate_next);
+	return 0;
+}
+
+static long tstate_search_cb(__u32 i, void *ctx)
+{
+	return tstate_search_step((struct tstate_search *)ctx);
+}
+
+/* A thread state's thread_id and its frame field (frame, cframe or current_frame), in one
+ * probe read when both fit in one window (every supported version), else in two.
+ * Returns the thread_id, 0 if unreadable; *frame gets the frame field. */
+static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct scratch *s, __u64 ts,
+				       __u64 *frame)
+{
+	__u32 a = off->tstate_thread_id, b = off->tstate_frame;
+	__u32 lo = a < b ? a : b;
+	__u32 n = (a < b ? b : a) + 8 - lo;
+	if (n > PBP_WINDOW || ((a | b) & 7)) {
+		*frame = rd_u64(ts + b);
+		return rd_u64(ts + a);
+	}
+	n = ((n - 1) & (PBP_WINDOW - 1)) + 1; /* 1 .. PBP_WINDOW, for the verifier */
+	if (bpf_probe_read_user(s->code_window, n, (const void *)(ts + lo))) {
+		*frame = 0;
+		return 0;
+	}
+	*frame = win_u64(s->code_window, b - lo);
+	return win_u64(s->code_window, a - lo);
+}
+
+/* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. On a
+ * cache hit *frame0 gets the thread state's frame field and *have_frame0 is set. */
+static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scratch *s, __u64 pid_tgid,
+					 __u64 now, int use_loop, __u32 *reason, __u64 *frame0,
+					 int *have_frame0, __u64 *interp)
+{
+	__u64 fsbase;
+	if (use_loop) {
+		/* 5.17+ (bpf_loop), so 5.11+: a plain load from the BTF task, no probe read */
+		fsbase = bpf_get_current_task_btf()->thread.fsbase;
+	} else {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		fsbase = BPF_CORE_READ(task, thread.fsbase);
+	}
+	const struct pbp_py_offsets *off = &proc->off;
+
+	__u64 fallback = 0, fallback_interp = 0;
+	struct tstate_cache_entry *tc = &s->tstate_cache[(__u32)pid_tgid & (TSTATE_CACHE - 1)];
+	struct tstate_entry *ce;
+	if (tc->pid_tgid == pid_tgid) {
+		ce = &tc->e;
+	} else {
+		ce = bpf_map_lookup_elem(&tstates, &pid_tgid);
+		if (ce) {
+			tc->pid_tgid = pid_tgid;
+			tc->e = *ce;
+			ce = &tc->e;
+		}
+	}
+	if (ce && ce->generation == proc->generation) {
+		if (ce->tstate) {
+			if (rd_tstate(off, s, ce->tstate, frame0) == fsbase) {
+				*have_frame0 = 1;
+				/* Whether it is still the active state is checked once per
+				 * NEG_TTL_NS, not per sample. Not active: the thread entered another
+				 * interpreter, or it runs without the GIL (then no state is active):
+				 * look again, and keep this one if none is active. */
+				*interp = ce->interp;
+				if (now - ce->ts_ns < NEG_TTL_NS) {
+					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
+					return ce->tstate;
+				}
+				if (tstate_active(off, ce->tstate)) {
+					ce->ts_ns = now; /* checked: trust it another NEG_TTL_NS */
+					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
+					return ce->tstate;
+				}
+				fallback = ce->tstate;
+				fallback_interp = ce->interp;
+				*have_frame0 = 0;
+			}
+		} else if (now - ce->ts_ns < NEG_TTL_NS) {
+			*reason = PBP_ERR_NO_TSTATE;
+			return 0;
+		}
+	}
+
+	struct tstate_search w = {};
+	w.off = off;
+	w.fsbase = fsbase;
+	w.interp = rd_u64(proc->interp_head_addr);
+	if (!w.interp) {
+		*reason = PBP_ERR_NO_INTERPRETER;
+		return 0;
+	}
+	w.ts = rd_u64(w.interp + off->interp_threads_head);
+	w.reason = PBP_ERR_THREAD_WALK_LIMIT;
+	stat_add(PBP_STAT_TSTATE_WALK, 1);
+	if (use_loop) {
+		bpf_loop(PBP_MAX_THREAD_WALK, tstate_search_cb, &w, 0);
+	} else {
+		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
+			if (tstate_search_step(&w))
+				break;
+	}
+
+	if (!w.found && (fallback || w.first)) {
+		w.found = fallback ? fallback : w.first;
+		w.found_interp = fallback ? fallback_interp : w.first_interp;
+		w.reason = PBP_OK;
+	}
+
+	struct tstate_entry ne = {};
+	ne.tstate = w.found;
+	ne.interp = w.found_interp;
+	*interp = w.found_interp;
+	ne.ts_ns = now;
+	ne.generation = proc->generation;
+	if (w.found || w.reason == PBP_ERR_NO_TSTATE) {
+		bpf_map_update_elem(&tstates, &pid_tgid, &ne, BPF_ANY);
+		tc->pid_tgid = pid_tgid;
+		tc->e = ne;
+	}
+	if (!w.found)
+		*reason = w.reason;
+	return w.found;
+}
+
+#endif /* __PYBPFPROF_THREAD_STATE_BPF_H__ */
