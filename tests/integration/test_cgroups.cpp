@@ -217,6 +217,17 @@ TEST_F(Cgroups, KubeletCgroupfsLayout) {
     }
 }
 
+// A cgroup that exists but never holds a CPython process during -d: exit 2, no empty file.
+TEST_F(Cgroups, NoPythonInTheCgroupWritesNothing) {
+    const std::string cg = base + "/empty";
+    start_in(cg, {"sleep", "30"});
+    const std::string out = dir + "/empty.json";
+    auto r = run({pybpfprof_bin(), "-q", "-o", out, "-d", "1", "--node-root", node, "--cgroup", rel + "/empty"}, 60);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_NE(r.err.find("no CPython process was found in cgroup " + rel + "/empty"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+}
+
 TEST_F(Cgroups, BadTargetsFailFastWithOneLine) {
     const std::string id1 = container_id('1'), id2 = container_id('2');
     fs::create_directories(systemd_pod_dir() + "/cri-containerd-" + id1 + ".scope");

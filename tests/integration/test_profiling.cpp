@@ -278,7 +278,7 @@ TEST_P(Profiling, IdleTargetIsNotAnError) {
     std::string out = dir + "/idle.json";
     auto r = run({pybpfprof_bin(), "-q", "--pid", std::to_string(target.pid()), "-d", "1", "-o", out});
     EXPECT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.err.find("used no CPU"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("was not sampled during the"), std::string::npos) << r.err;
     auto p = read_speedscope(out);
     EXPECT_TRUE(p.raw.contains("profiles"));
 }
@@ -364,7 +364,7 @@ TEST_P(Profiling, LiveStatusLineOnATerminal) {
     auto r = run({"script", "-q", "-e", "-c", cmd, "/dev/null"}, 60);
     ASSERT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("\r\033[Kpybpfprof: "), std::string::npos) << r.out;
-    EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(pybpfprof: \d+\.\ds  \d+ samples  1 processes  0 lost)"))) << r.out;
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(pybpfprof: \d+\.\ds of 1\.5s  \d+ samples  1 process  0 lost)"))) << r.out;
     // Without a terminal there is no status line.
     auto plain = run({pybpfprof_bin(), "--no-summary", "-d", "0.5", "--pid", std::to_string(target.pid()), "-o",
                       dir + "/plain.json"});
@@ -461,6 +461,45 @@ TEST_F(BadInput, NotRoot) {
 TEST_F(BadInput, NothingToProfile) {
     auto r = run({pybpfprof_bin()});
     expect_one_line_error(r, 2, "nothing to profile");
+}
+
+TEST_F(BadInput, NumberErrorsAreOneLineSentences) {
+    for (std::vector<std::string> args :
+         {std::vector<std::string>{"-a", "-d", "0"}, {"-a", "-d", "abc"}, {"--pid", "0"}, {"-a", "-r", "0"}}) {
+        args.insert(args.begin(), pybpfprof_bin());
+        auto r = run(args);
+        expect_one_line_error(r, 2, " must be a ");
+        EXPECT_EQ(r.err.find("1797693"), std::string::npos) << r.err;
+    }
+    expect_one_line_error(run({pybpfprof_bin(), "-a", "-o", dir + "/x.svg"}), 2, "cannot tell the output format");
+}
+
+// -o - writes the profile to standard output, and only it: messages stay on stderr.
+TEST_F(BadInput, DashOutputIsStandardOutput) {
+    Child target({host_python().argv[0], source_dir() + "/tests/workloads/cpu_split.py", "30"}, dir);
+    usleep(300000);
+    auto r = run({pybpfprof_bin(), "-q", "--no-summary", "--pid", std::to_string(target.pid()), "-d", "1", "-o", "-",
+                  "-f", "collapsed"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("Wrote standard output: "), std::string::npos) << r.err;
+    ASSERT_FALSE(r.out.empty());
+    std::istringstream lines(r.out);
+    std::string line;
+    size_t n = 0;
+    while (std::getline(lines, line)) {
+        n++;
+        EXPECT_TRUE(std::regex_match(line, std::regex(R"(.+ \d+)"))) << "not folded text: " << line;
+    }
+    EXPECT_GT(n, 0u);
+    EXPECT_FALSE(std::filesystem::exists("-")) << "no file named -";
+}
+
+// A command that never runs Python: exit 2, and no empty file left behind.
+TEST_F(BadInput, LaunchedCommandWithoutPythonWritesNothing) {
+    const std::string out = dir + "/true.json";
+    auto r = run({pybpfprof_bin(), "-q", "-o", out, "--", "/bin/true"});
+    expect_one_line_error(r, 2, "no CPython process was found in the launched command");
+    EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST_F(BadInput, CommandNotFound) {

@@ -186,13 +186,13 @@ TEST(ExporterRegistry, NamesAndConstruction) {
               "flamegraph.pl p.folded > flame.svg");
 }
 
-// The format guessed from -o: each exporter's own extensions, "" for none (the CLI then
-// keeps its default, speedscope).
+// The format guessed from -o: each exporter's own extensions, in any case; "" for none (the
+// CLI then asks for -f).
 TEST(ExporterRegistry, FormatForPath) {
     for (auto [path, format] : std::vector<std::pair<std::string, std::string>>{
              {"r.html", "html"}, {"/x/r.htm", "html"}, {"a.folded", "collapsed"}, {"a.collapsed", "collapsed"},
-             {"o.pb.gz", "pprof"}, {"o.pprof", "pprof"}, {"o.speedscope.json", "speedscope"}, {"o.json", ""},
-             {"o.gz", ""}, {"html", ""}, {"out.HTML", ""}, {"", ""}})
+             {"o.pb.gz", "pprof"}, {"o.pprof", "pprof"}, {"o.speedscope.json", "speedscope"}, {"o.json", "speedscope"},
+             {"o.gz", ""}, {"html", ""}, {"out.HTML", "html"}, {"x.svg", ""}, {"x.pb", ""}, {"", ""}})
         EXPECT_EQ(format_for_path(path), format) << path;
 }
 

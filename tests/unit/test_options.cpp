@@ -9,13 +9,102 @@
 namespace pbp {
 namespace {
 
-bool parse(std::vector<std::string> args, Options& o, int& code) {
+bool parse(std::vector<std::string> args, Options& o, int& code, std::string* err = nullptr) {
     std::vector<char*> argv{const_cast<char*>("pybpfprof")};
     for (auto& a : args) argv.push_back(a.data());
     testing::internal::CaptureStderr();
     bool ok = parse_options(static_cast<int>(argv.size()), argv.data(), o, code);
-    testing::internal::GetCapturedStderr();
+    std::string e = testing::internal::GetCapturedStderr();
+    if (err) *err = e;
     return ok;
+}
+
+// What a user typing a wrong value reads: one line, naming the option, what it must be, and
+// the value given; never CLI11's raw "Value 0 not in range 0.000000 to 1797693...".
+TEST(Options, NumberErrorsAreSentences) {
+    struct Case {
+        std::vector<std::string> args;
+        std::string says;
+    };
+    std::vector<Case> cases = {
+        {{"-a", "-d", "0"}, "-d/--duration must be a positive number of seconds (got '0')"},
+        {{"-a", "-d", "abc"}, "-d/--duration must be a positive number of seconds (got 'abc')"},
+        {{"-a", "-d", "-3"}, "-d/--duration must be a positive number of seconds (got '-3')"},
+        {{"-a", "-d", "inf"}, "-d/--duration must be a positive number of seconds (got 'inf')"},
+        {{"--pid", "0"}, "--pid must be a process ID, a positive whole number (got '0')"},
+        {{"--pid", "12x"}, "--pid must be a process ID, a positive whole number (got '12x')"},
+        {{"-a", "-r", "0"}, "-r/--rate must be a number of samples per second from 1 to 10000 (got '0')"},
+        {{"-a", "-r", "20000"}, "-r/--rate must be a number of samples per second from 1 to 10000 (got '20000')"},
+        {{"-a", "--max-depth", "2000"}, "--max-depth must be a whole number of frames from 1 to 1024 (got '2000')"},
+    };
+    for (auto& c : cases) {
+        Options o;
+        int code = -1;
+        std::string err;
+        EXPECT_FALSE(parse(c.args, o, code, &err)) << c.args.back();
+        EXPECT_EQ(code, 2);
+        EXPECT_EQ(err, "pybpfprof: " + c.says + "\n");
+    }
+    Options ok;
+    int code = -1;
+    ASSERT_TRUE(parse({"-a", "-d", "2.5", "-r", "999", "--max-depth", "64"}, ok, code));
+    EXPECT_EQ(ok.duration_s, 2.5);
+    EXPECT_EQ(ok.rate_hz, 999);
+    EXPECT_EQ(ok.max_depth, 64);
+}
+
+TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {
+    Options o;
+    int code = -1;
+    std::string err;
+    ASSERT_TRUE(parse({"-a", "-f", "HTML"}, o, code));
+    EXPECT_EQ(o.format, "html");
+    Options bad;
+    EXPECT_FALSE(parse({"-a", "-f", "svgz"}, bad, code, &err));
+    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof\n");
+    for (std::string name : {"x.svg", "x.pb", "profile"}) {
+        Options u;
+        EXPECT_FALSE(parse({"-a", "-o", name}, u, code, &err)) << name << " must not silently be speedscope";
+        EXPECT_EQ(code, 2);
+        EXPECT_NE(err.find("cannot tell the output format from the name " + name + "; give -f speedscope|"),
+                  std::string::npos)
+            << err;
+        EXPECT_NE(err.find(".pb.gz"), std::string::npos) << err;
+    }
+    Options svg;
+    EXPECT_TRUE(parse({"-a", "-o", "x.svg", "-f", "collapsed"}, svg, code)) << "-f decides";
+    Options upper;
+    ASSERT_TRUE(parse({"-a", "-o", "R.HTML"}, upper, code));
+    EXPECT_EQ(upper.format, "html");
+}
+
+TEST(Options, RecordIsTheDefaultCommandAndOthersAreNotThereYet) {
+    Options o;
+    int code = -1;
+    std::string err;
+    ASSERT_TRUE(parse({"record", "--pid", "42", "-d", "1"}, o, code));
+    EXPECT_EQ(o.pids, std::vector<pid_t>{42});
+    for (std::string sub : {"top", "dump", "agent"}) {
+        Options s;
+        EXPECT_FALSE(parse({sub}, s, code, &err)) << sub << " must not launch a program named " << sub;
+        EXPECT_EQ(code, 2);
+        EXPECT_EQ(err, "pybpfprof: 'pybpfprof " + sub + "' is not available yet; to profile a program named " + sub +
+                           ", run: pybpfprof -- " + sub + "\n");
+    }
+    Options launched;
+    ASSERT_TRUE(parse({"--", "top", "-b"}, launched, code));
+    EXPECT_EQ(launched.command, (std::vector<std::string>{"top", "-b"}));
+}
+
+TEST(Options, HelpDocumentsTheExitCodes) {
+    Options o;
+    int code = -1;
+    testing::internal::CaptureStdout();
+    EXPECT_FALSE(parse({"--help"}, o, code));
+    std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(code, 0);
+    for (const char* s : {"Exit codes: 0 ok; 1 cannot profile", "2 bad input", "3 a --pid target"})
+        EXPECT_NE(out.find(s), std::string::npos) << out;
 }
 
 TEST(Options, FormatFollowsTheOutputExtensionUnlessGiven) {

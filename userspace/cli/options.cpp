@@ -1,6 +1,11 @@
 #include "cli/options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "export/exporter.h"
@@ -8,12 +13,68 @@
 
 namespace pbp {
 
+namespace {
+
+// A number option as a sentence when it is wrong, never CLI11's raw range text: the value
+// is parsed here, and 'what' says what it must be.
+std::string number_error(const std::string& opt, const std::string& value, const std::string& what) {
+    return opt + " " + what + " (got '" + value + "')";
+}
+
+bool parse_double(const std::string& s, double& out) {
+    if (s.empty() || isspace(static_cast<unsigned char>(s[0]))) return false;
+    char* end = nullptr;
+    errno = 0;
+    out = std::strtod(s.c_str(), &end);
+    return errno == 0 && end && *end == '\0' && std::isfinite(out);
+}
+
+bool parse_whole(const std::string& s, long long lo, long long hi, long long& out) {
+    if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return isdigit(static_cast<unsigned char>(c)); }))
+        return false;
+    errno = 0;
+    out = std::strtoll(s.c_str(), nullptr, 10);
+    return errno == 0 && out >= lo && out <= hi;
+}
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+constexpr const char* kExitCodes =
+    "Exit codes: 0 ok; 1 cannot profile (privileges, kernel, BPF, writing the output: the samples then go to a\n"
+    "fallback file named on stderr); 2 bad input (arguments, a PID that does not exist or is not CPython, an\n"
+    "output directory that does not exist, no CPython process found in a launched command); 3 a --pid target\n"
+    "exited during the run (its samples are kept and written).";
+
+}  // namespace
+
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
+    auto fail = [&](const std::string& msg) {
+        std::cerr << "pybpfprof: " << msg << "\n";
+        exit_code = 2;
+        return false;
+    };
+    // `pybpfprof record ...` is the default command, spelled out as py-spy users do.
+    std::vector<char*> args(argv, argv + argc);
+    if (args.size() > 1) {
+        std::string first = args[1];
+        if (first == "record") args.erase(args.begin() + 1);
+        else if (first == "top" || first == "dump" || first == "agent")
+            return fail("'pybpfprof " + first + "' is not available yet; to profile a program named " + first +
+                        ", run: pybpfprof -- " + first);
+    }
+
     CLI::App app{"pybpfprof: a system-wide CPython profiler built on eBPF.\n"
-                 "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.",
+                 "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.\n"
+                 "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]",
                  "pybpfprof"};
+    app.footer(kExitCodes);
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
-    app.add_option("-p,--pid", o.pids, "Profile this running process (repeatable)")->check(CLI::PositiveNumber);
+    std::vector<std::string> pids, formats_given;
+    std::string rate, duration, max_depth;
+    app.add_option("-p,--pid", pids, "Profile this running process (repeatable)");
     app.add_flag("-a,--all-python", o.all_python,
                  "Profile every CPython process on the machine, including ones started later");
     app.add_option("-c,--cgroup", o.cgroups,
@@ -27,20 +88,18 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                    "Group outputs by process (default) or by pod: one speedscope profile and one folded root "
                    "per pod")
         ->check(CLI::IsMember({"process", "pod"}));
-    app.add_option("-r,--rate", o.rate_hz, "Samples per second per CPU (default 99)")
-        ->check(CLI::Range(1.0, 10000.0));
-    app.add_option("-d,--duration", o.duration_s,
-                   "Seconds to profile (default: until Ctrl-C or until the targets exit)")
-        ->check(CLI::PositiveNumber);
-    app.add_option("-o,--output", o.output, "Output file (default: pybpfprof-<target>-<timestamp>.<ext>)");
+    app.add_option("-r,--rate", rate, "Samples per second per CPU, 1 to 10000 (default 99)");
+    app.add_option("-d,--duration", duration, "Seconds to profile (default: until Ctrl-C or until the targets exit)");
+    app.add_option("-o,--output", o.output,
+                   "Output file, or - for standard output (default: pybpfprof-<target>-<timestamp>.<ext>)");
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
-    app.add_option("-f,--format", o.format, "Output format: " + formats +
-                                      " (default: from the -o extension: .html, .folded, .pb.gz; else speedscope)")
-        ->check(CLI::IsMember(exporter_names()));
+    std::string format;
+    app.add_option("-f,--format", format, "Output format: " + formats +
+                                              " (default: from the -o extension: .html, .folded, .pb.gz, "
+                                              ".json; speedscope when there is no -o)");
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
-    app.add_option("--max-depth", o.max_depth, "Deepest Python stack to collect (default: the most the kernel allows)")
-        ->check(CLI::Range(1, PBP_MAX_DEPTH));
+    app.add_option("--max-depth", max_depth, "Deepest Python stack to collect (default: the most the kernel allows)");
     app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
     app.add_flag("-q,--quiet", o.quiet, "No live status line");
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
@@ -48,7 +107,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.positionals_at_end();
 
     try {
-        app.parse(argc, argv);
+        app.parse(static_cast<int>(args.size()), args.data());
     } catch (const CLI::CallForHelp& e) {
         exit_code = app.exit(e);
         return false;
@@ -56,26 +115,43 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         exit_code = app.exit(e);
         return false;
     } catch (const CLI::ParseError& e) {
-        std::cerr << "pybpfprof: " << e.what() << "; see pybpfprof --help\n";
-        exit_code = 2;
-        return false;
+        return fail(std::string(e.what()) + "; see pybpfprof --help");
     }
-    // No -f: the format follows the -o file's extension (report.html, out.pb.gz, ...).
-    if (!app.count("--format") && !o.output.empty()) {
-        if (std::string guessed = format_for_path(o.output); !guessed.empty()) o.format = guessed;
+
+    for (const std::string& p : pids) {
+        long long v = 0;
+        if (!parse_whole(p, 1, 4194304, v)) return fail(number_error("--pid", p, "must be a process ID, a positive whole number"));
+        o.pids.push_back(static_cast<pid_t>(v));
+    }
+    if (!rate.empty() && (!parse_double(rate, o.rate_hz) || o.rate_hz < 1 || o.rate_hz > 10000))
+        return fail(number_error("-r/--rate", rate, "must be a number of samples per second from 1 to 10000"));
+    if (!duration.empty() && (!parse_double(duration, o.duration_s) || o.duration_s <= 0))
+        return fail(number_error("-d/--duration", duration, "must be a positive number of seconds"));
+    if (!max_depth.empty()) {
+        long long v = 0;
+        if (!parse_whole(max_depth, 1, PBP_MAX_DEPTH, v))
+            return fail(number_error("--max-depth", max_depth,
+                                     "must be a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH)));
+        o.max_depth = static_cast<int>(v);
+    }
+    if (!format.empty()) {
+        const auto names = exporter_names();
+        if (std::find(names.begin(), names.end(), lower(format)) == names.end())
+            return fail("-f " + format + " is not an output format; choose one of " + formats);
+        o.format = lower(format);
+    } else if (!o.output.empty() && o.output != "-") {
+        // No -f: the format follows the -o file's extension (report.html, out.pb.gz, ...).
+        std::string guessed = format_for_path(o.output);
+        if (guessed.empty())
+            return fail("cannot tell the output format from the name " + o.output + "; give -f " + formats +
+                        ", or end the name in " + known_extensions_text());
+        o.format = guessed;
     }
     // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
     int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());
-    if (modes == 0) {
-        std::cerr << "pybpfprof: nothing to profile; give --pid PID, --all-python, --cgroup POD|CGROUP, or -- COMMAND ARGS\n";
-        exit_code = 2;
-        return false;
-    }
-    if (modes > 1) {
-        std::cerr << "pybpfprof: choose one of --pid, --all-python/--cgroup and -- COMMAND, not several\n";
-        exit_code = 2;
-        return false;
-    }
+    if (modes == 0)
+        return fail("nothing to profile; give --pid PID, --all-python, --cgroup POD|CGROUP, or -- COMMAND ARGS");
+    if (modes > 1) return fail("choose one of --pid, --all-python/--cgroup and -- COMMAND, not several");
     return true;
 }
 

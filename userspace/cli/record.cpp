@@ -78,6 +78,7 @@ bool resolve_output(const Options& o, const Exporter& ex, std::string& path, std
     } else {
         path = o.output;
     }
+    if (path == "-") return true;  // standard output
     std::filesystem::path p(path);
     std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
     struct stat st{};
@@ -107,8 +108,10 @@ bool report_path_ok(const std::string& report) {
 // What the engine reports while it runs, as lines on stderr.
 class Printer {
 public:
-    explicit Printer(const Options& o) : o_(o) {}
+    Printer(const Options& o, bool status_line) : o_(o), status_line_(status_line) {}
     void operator()(const EngineEvent& e) const {
+        // A message gets a line of its own: the status line is cleared, and redrawn next tick.
+        if (status_line_ && (e.kind != EngineEvent::TargetAdded || (e.announce && !o_.quiet))) std::cerr << "\r\033[K";
         switch (e.kind) {
             case EngineEvent::TargetAdded:
                 if (!e.announce || o_.quiet) break;
@@ -131,7 +134,8 @@ public:
             case EngineEvent::AllPythonScanned:
                 if (!o_.quiet)
                     std::cerr << "pybpfprof: profiling every CPython process: " << e.count
-                              << " running now, new ones as they start. Ctrl-C to stop.\n";
+                              << " running now, new ones as they start" << (o_.duration_s > 0 ? "" : ". Ctrl-C to stop")
+                              << ".\n";
                 break;
             case EngineEvent::Warning: err("warning: " + e.message); break;
             case EngineEvent::Error: err(e.message); break;
@@ -141,20 +145,24 @@ public:
 
 private:
     const Options& o_;
+    bool status_line_;
 };
 
-void status_line(const Engine& engine, const Session& s, uint64_t start, bool final) {
+void status_line(const Options& o, const Engine& engine, const Session& s, uint64_t start, bool final) {
     static uint64_t last = 0;
     uint64_t now = mono_ns();
     if (!final && now - last < 250000000ULL) return;
     last = now;
+    char took[64];
+    if (o.duration_s > 0) snprintf(took, sizeof took, "%.1fs of %gs", (now - start) / 1e9, o.duration_s);
+    else snprintf(took, sizeof took, "%.1fs", (now - start) / 1e9);
+    const size_t procs = s.targets_ever();  // profiled so far
     char buf[256];
-    snprintf(buf, sizeof buf, "\r\033[Kpybpfprof: %.1fs  %llu samples  %zu processes  %llu lost", (now - start) / 1e9,
-             (unsigned long long)s.sample_count(), s.targets_now(), (unsigned long long)engine.lost());
+    snprintf(buf, sizeof buf, "\r\033[Kpybpfprof: %s  %llu samples  %zu process%s  %llu lost", took,
+             (unsigned long long)s.sample_count(), procs, procs == 1 ? "" : "es", (unsigned long long)engine.lost());
     std::cerr << buf << (final ? "\r\033[K" : "") << std::flush;
 }
 
-// The end of the run: the files, then what the user reads before opening them.
 struct SessionFacts {
     size_t targets_ever;
     bool launched;
@@ -164,11 +172,28 @@ struct SessionFacts {
 int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profile& profile, const Exporter& ex,
            const std::string& out_path) {
     auto& run = profile.run;
+    // A command, a machine or a cgroup with no CPython process in it: nothing to write, and
+    // no empty file left behind.
+    if (s.targets_ever == 0 && (s.launched || o.all_python || !o.cgroups.empty())) {
+        err("no CPython process was found " +
+            (s.launched ? std::string("in the launched command") : !o.cgroups.empty() ? "in " + run.target : "on this machine") +
+            " during the " + std::to_string(static_cast<int>(run.duration_s() + 0.5)) + " s run; nothing was written");
+        return kExitBadInput;
+    }
     const ExportOptions options{o.group_by};
     int code = kExitOk;
     std::string error, written = out_path;
     auto fill = [&](std::ostream& f) { ex.write(profile, options, f); };
-    if (!write_file_atomically(out_path, fill, error)) {
+    const bool to_stdout = out_path == "-";
+    if (to_stdout) {
+        fill(std::cout);
+        std::cout.flush();
+        written = "standard output";
+        if (!std::cout) {
+            err("cannot write the profile to standard output (" + std::string(strerror(errno)) + ")");
+            code = kExitError;
+        }
+    } else if (!write_file_atomically(out_path, fill, error)) {
         std::string fallback = engine.config().knobs.tmpdir + "/pybpfprof-fallback-" + timestamp_for_name() + "-" +
                                std::to_string(getpid()) + "." + ex.extension();
         std::string e2;
@@ -194,14 +219,9 @@ int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profil
     // Per-target notes: idle targets are not errors.
     for (auto& [pid, p] : profile.processes)
         if (p.threads.empty() && !o.all_python)
-            std::cerr << "pybpfprof: PID " << pid << " (" << p.comm << ") used no CPU during the " << std::fixed
-                      << std::setprecision(1) << run.duration_s() << " s run; its profile is empty\n";
-    if (s.targets_ever == 0 && (s.launched || o.all_python || !o.cgroups.empty())) {
-        std::cerr << "pybpfprof: no CPython process was found "
-                  << (s.launched ? "in the launched command" : !o.cgroups.empty() ? "in " + run.target : "on this machine")
-                  << " during the run\n";
-        if (s.launched) code = code ? code : kExitBadInput;
-    }
+            std::cerr << "pybpfprof: PID " << pid << " (" << p.comm << ") was not sampled during the " << std::fixed
+                      << std::setprecision(1) << run.duration_s()
+                      << " s run (it used less than one sample period of CPU); its profile is empty\n";
     for (pid_t p : s.exited_early) {
         auto it = profile.processes.find(static_cast<uint32_t>(p));
         uint64_t n = 0;
@@ -217,7 +237,7 @@ int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profil
         std::cerr << "  " << run.truncated << " samples were deeper than " << run.max_depth
                   << " frames and are marked [truncated]\n";
     std::cerr << bpf_cost_lines(run, engine.bpf_stats(), engine.config().knobs.debug);
-    std::cerr << "  " << ex.how_to_open(written) << "\n";
+    if (!to_stdout) std::cerr << "  " << ex.how_to_open(written) << "\n";
     if (report_written) std::cerr << "  report " << o.report << ": " << html_report_how_to_open(o.report) << "\n";
     if (!o.no_summary) std::cerr << top_functions(profile);
     return code;
@@ -253,10 +273,10 @@ int run_record(const Options& o) {
     auto engine = Engine::start(ec, st);
     if (!engine) return err(st.message), exit_code(st);
     install_signals();
-    Printer printer(o);
+    const bool tty = isatty(2) && !o.quiet;
+    Printer printer(o, tty);
     Session* s = engine->subscribe(sc, printer, st);
     if (!s) return err(st.message), exit_code(st);
-    const bool tty = isatty(2) && !o.quiet;
     const uint64_t start = mono_ns();
     while (!s->done() && !g_stop_signal) {
         int n = engine->poll(100);
@@ -264,9 +284,9 @@ int run_record(const Options& o) {
             err(std::string("ring buffer poll failed: ") + strerror(-n));
             break;
         }
-        if (tty && !g_stop_signal) status_line(*engine, *s, start, false);
+        if (tty && !g_stop_signal) status_line(o, *engine, *s, start, false);
     }
-    if (tty) status_line(*engine, *s, start, true);
+    if (tty) status_line(o, *engine, *s, start, true);
     SessionFacts facts{s->targets_ever(), s->launched(), s->exited_early()};
     Profile profile = engine->stop(s);
     return finish(o, *engine, facts, profile, *exporter, out_path);

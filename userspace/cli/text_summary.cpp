@@ -11,8 +11,9 @@ std::string summary_line(const Profile& p, const std::string& path) {
     size_t procs = 0;
     for (auto& [_, pr] : p.processes)
         if (!pr.threads.empty()) procs++;
-    std::string s = "Wrote " + path + ": " + std::to_string(p.total_samples()) + " samples, " +
-                    std::to_string(procs) + " processes, " + std::to_string(p.total_threads()) + " threads, " +
+    auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+    std::string s = "Wrote " + path + ": " + count(p.total_samples(), "sample", "samples") + ", " +
+                    count(procs, "process", "processes") + ", " + count(p.total_threads(), "thread", "threads") + ", " +
                     std::to_string(p.run.lost) + " lost, " + std::to_string(p.unresolved_total()) + " unresolved";
     if (!p.run.unresolved.empty()) {
         s += " (";

@@ -12,11 +12,13 @@ void Aggregator::add_process(pid_t pid) {
 void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
     auto& proc = profile_.processes[e.pid];
     proc.pid = e.pid;
-    if (const std::string& problem = store_.problem(stack); !problem.empty()) profile_.run.unresolved[problem]++;
-    if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
     ThreadProfile& t = proc.threads[e.tid];
     t.tid = e.tid;
-    if (store_.transient(stack)) transient_[e.pid].push_back({e.tid, t.samples.size(), e.stack_id});
+    if (const std::string& problem = store_.problem(stack); !problem.empty()) {
+        profile_.run.unresolved[problem]++;
+        if (store_.transient(stack)) transient_[e.pid].push_back({e.tid, t.samples.size(), e.stack_id});
+    }
+    if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
     t.samples.push_back({e.ts_ns, stack, static_cast<uint16_t>(e.cpu), static_cast<SampleKind>(e.kind), e.weight_ns});
     if (!proc.first_sample_ns || e.ts_ns < proc.first_sample_ns) proc.first_sample_ns = e.ts_ns;
     if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;

@@ -409,6 +409,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
             return false;
         }
         it = targets_.emplace(t.pid, std::set<Session*>{}).first;
+        live_.insert(t.pid);
     }
     it->second.insert(&s);
     s.targets_.insert(t.pid);
@@ -429,6 +430,7 @@ void Engine::forget_in_bpf(pid_t pid) {
     symbolizer_->remove_process(pid);
     store_->forget_process(pid);
     targets_.erase(pid);
+    live_.erase(pid);
 }
 
 void Engine::release_target(Session& s, pid_t pid) {
@@ -486,8 +488,10 @@ void Engine::on_sample(const pbp_event& e) {
     registry_->on_sample(e.pid, e.tid);
     for (Session* s : it->second)
         if (e.ts_ns >= s->start_mono_ns_) s->agg_->on_sample(e, stack);  // not what was queued before it began
-    if (auto moves = store_->take_moves(); !moves.empty())
+    if (store_->has_moves()) {
+        auto moves = store_->take_moves();
         for (auto& s : sessions_) s->agg_->apply(moves);
+    }
     if (cfg_.knobs.debug) {
         pid_t pid = static_cast<pid_t>(e.pid);
         if (first_seen_.insert(pid).second)
@@ -576,16 +580,14 @@ int Engine::poll(int timeout_ms) {
     uint64_t now = mono_ns();
     for (pid_t p : std::exchange(exits_, {})) target_gone(p);
     run_pending();
-    std::set<pid_t> live;
-    for (auto& [pid, _] : targets_) live.insert(pid);
-    registry_->sample_resources(live, now);
+    registry_->sample_resources(live_, now);
     if (now - last_names_ns_ > 1000000000ULL) {
         last_names_ns_ = now;
         registry_->refresh_thread_names(true);
     }
     if (now - last_liveness_ns_ > 500000000ULL) {  // safety net for lost exit events
         last_liveness_ns_ = now;
-        for (pid_t p : live)
+        for (pid_t p : std::set<pid_t>(live_))
             if (!procfs::exists(p)) target_gone(p);
     }
     for (auto& s : sessions_) {

@@ -215,6 +215,7 @@ private:
 
     // Processes registered with BPF, and the sessions that want each.
     std::map<pid_t, std::set<Session*>> targets_;
+    std::set<pid_t> live_;  // the keys of targets_ (what the resource sampler reads)
     struct Pending {
         uint64_t since_ns;
         size_t attempt;

@@ -49,6 +49,7 @@ public:
     const StackTable& stacks() const { return stacks_; }
 
     // Stacks resolved on a later read since the last call (see StackMove).
+    bool has_moves() const { return !moves_.empty(); }
     std::vector<StackMove> take_moves() { return std::exchange(moves_, {}); }
 
 private:

@@ -2,6 +2,8 @@
 // one factory function declared below.
 #include "export/exporter.h"
 
+#include <cctype>
+
 namespace pbp {
 
 std::unique_ptr<Exporter> make_speedscope_exporter();  // speedscope.cpp
@@ -38,8 +40,9 @@ std::vector<std::string> exporter_names() {
     return names;
 }
 
-std::string format_for_path(const std::string& path) {
-    std::string format;
+std::string format_for_path(const std::string& path_as_given) {
+    std::string path = path_as_given, format;
+    for (char& c : path) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));  // R.HTML is html
     size_t longest = 0;
     for (const auto& f : kFormats)
         for (const std::string& ext : f.make()->extensions()) {
@@ -51,6 +54,15 @@ std::string format_for_path(const std::string& path) {
             }
         }
     return format;
+}
+
+std::string known_extensions_text() {
+    std::vector<std::string> all;
+    for (const auto& f : kFormats)
+        for (const std::string& ext : f.make()->extensions()) all.push_back("." + ext);
+    std::string s;
+    for (size_t i = 0; i < all.size(); i++) s += (i ? (i + 1 == all.size() ? " or " : ", ") : "") + all[i];
+    return s;
 }
 
 }  // namespace pbp

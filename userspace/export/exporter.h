@@ -32,5 +32,7 @@ std::vector<std::string> exporter_names();
 // The format whose extension path ends with (".pb.gz": "pprof"; the longest ending wins),
 // "" when none does.
 std::string format_for_path(const std::string& path);
+// Every extension format_for_path knows, for messages: ".speedscope.json, .json, ... or .pprof".
+std::string known_extensions_text();
 
 }  // namespace pbp

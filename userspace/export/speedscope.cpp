@@ -53,7 +53,7 @@ std::string thread_profile_name(const ProcessProfile& p, const ThreadProfile& t)
 class SpeedscopeExporter : public Exporter {
 public:
     std::string name() const override { return "speedscope"; }
-    std::vector<std::string> extensions() const override { return {"speedscope.json"}; }
+    std::vector<std::string> extensions() const override { return {"speedscope.json", "json"}; }
     std::string how_to_open(const std::string& path) const override {
         return "open it at https://www.speedscope.app or run: npx speedscope " + path;
     }
