@@ -92,7 +92,7 @@ TEST_P(NoBpfLoop, DeeperThanTheLimitIsTruncatedAtIt) {
         }
     ASSERT_GT(total, 100u) << err;
     EXPECT_EQ(exact, total) << "samples whose stack is exactly the innermost " << depth << " frames";
-    EXPECT_NE(err.find("marked [truncated]"), std::string::npos) << err;
+    EXPECT_NE(err.find("frames are kept, under a [truncated] frame"), std::string::npos) << err;
 }
 
 TEST_P(NoBpfLoop, CpuSplitSeventyThirty) {

@@ -174,7 +174,7 @@ TEST_P(Workloads, DeepRecursionSeenWhole) {
     auto d = deep_stacks(prof, 900, depth);
     ASSERT_GT(d.spin, 100u) << last_err;
     EXPECT_EQ(d.cut, d.spin) << "samples in spin() whose stack is [truncated] + the innermost " << depth << " frames";
-    EXPECT_NE(last_err.find("marked [truncated]"), std::string::npos) << last_err;
+    EXPECT_NE(last_err.find("frames are kept, under a [truncated] frame"), std::string::npos) << last_err;
     // A recursion shallower than the reported depth is seen whole.
     const size_t shallow = std::min(200, depth - 16);
     auto prof2 = profile_launch("deep_recursion.py", {"2", std::to_string(shallow)}, {"-r", "199"});
@@ -295,7 +295,7 @@ TEST_P(Profiling, DeeperThanMaxDepthIsMarkedTruncated) {
         }
     ASSERT_GT(spin, 100u) << last_err;
     EXPECT_EQ(marked, spin);
-    EXPECT_NE(last_err.find("marked [truncated]"), std::string::npos) << last_err;
+    EXPECT_NE(last_err.find("frames are kept, under a [truncated] frame"), std::string::npos) << last_err;
 }
 
 TEST_P(Profiling, CollapsedIsFlamegraphInput) {
@@ -500,6 +500,33 @@ TEST_F(BadInput, LaunchedCommandWithoutPythonWritesNothing) {
     auto r = run({pybpfprof_bin(), "-q", "-o", out, "--", "/bin/true"});
     expect_one_line_error(r, 2, "no CPython process was found in the launched command");
     EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST_F(BadInput, Python2IsRefusedAsPython2) {
+    const std::string py2 = "/root/.pyenv/versions/2.7.18/bin/python2.7";
+    PBP_REQUIRE(std::filesystem::exists(py2), "pyenv's 2.7.18 is not installed");
+    Child target({py2, "-c", "import time; time.sleep(30)"}, dir);
+    usleep(300000);
+    auto r = run({pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "Python 2 is not supported");
+    EXPECT_NE(r.err.find("pybpfprof profiles CPython 3.6 and newer"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("CPython 2.7"), std::string::npos) << r.err;
+}
+
+TEST_F(BadInput, ZombieIsCalledAZombie) {
+    // The shell's background child exits; sleep (exec'd in the shell's place) never reaps it.
+    Child parent({"sh", "-c", "true & exec sleep 30"}, dir);
+    pid_t zombie = 0;
+    for (int i = 0; i < 100 && !zombie; i++) {
+        usleep(20000);
+        std::istringstream kids(read_file("/proc/" + std::to_string(parent.pid()) + "/task/" +
+                                          std::to_string(parent.pid()) + "/children"));
+        pid_t k = 0;
+        if (kids >> k && read_file("/proc/" + std::to_string(k) + "/stat").find(") Z ") != std::string::npos) zombie = k;
+    }
+    ASSERT_NE(zombie, 0) << "no zombie child appeared";
+    auto r = run({pybpfprof_bin(), "--pid", std::to_string(zombie), "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "it is a zombie: it has exited, and its parent (PID " + std::to_string(parent.pid()));
 }
 
 TEST_F(BadInput, CommandNotFound) {

@@ -235,7 +235,8 @@ int finish(const Options& o, const Engine& engine, const SessionFacts& s, Profil
     std::cerr << summary_line(profile, written) << "\n";
     if (run.truncated)
         std::cerr << "  " << run.truncated << " samples were deeper than " << run.max_depth
-                  << " frames and are marked [truncated]\n";
+                  << " frames: their innermost " << run.max_depth
+                  << " frames are kept, under a [truncated] frame where the outer ones were\n";
     std::cerr << bpf_cost_lines(run, engine.bpf_stats(), engine.config().knobs.debug);
     if (!to_stdout) std::cerr << "  " << ex.how_to_open(written) << "\n";
     if (report_written) std::cerr << "  report " << o.report << ": " << html_report_how_to_open(o.report) << "\n";

@@ -38,6 +38,7 @@ std::optional<Status> parse_status(const std::string& path) {
         size_t p = val.find_first_not_of(" \t");
         val = p == std::string::npos ? "" : val.substr(p);
         if (key == "Name") st.name = val;
+        else if (key == "State") st.state = val.empty() ? '?' : val[0];
         else if (key == "Tgid") st.tgid = std::atoi(val.c_str());
         else if (key == "PPid") st.ppid = std::atoi(val.c_str());
         else if (key == "Uid") st.uid = std::atoi(val.c_str());

@@ -21,6 +21,7 @@ std::optional<std::vector<Mapping>> read_maps(pid_t pid);
 
 struct Status {
     std::string name;
+    char state = '?';  // State: R running, S sleeping, D disk wait, Z zombie, ...
     pid_t tgid = 0, ppid = 0;
     std::vector<pid_t> nspid;  // NSpid: host first, innermost last
     uid_t uid = 0;

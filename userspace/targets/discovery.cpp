@@ -112,6 +112,9 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     if (!maps) {
         r.status = procfs::exists(pid) ? Discovery::NotPython : Discovery::Gone;
         r.reason = r.status == Discovery::Gone ? "no such process" : "kernel thread or no memory maps";
+        if (auto st = procfs::read_status(pid); st && st->state == 'Z')
+            r.reason = "it is a zombie: it has exited, and its parent (PID " + std::to_string(st->ppid) +
+                       ") has not reaped it yet";
         return r;
     }
     std::string exe = procfs::exe(pid);
@@ -175,6 +178,9 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
             if (!ver.known())
                 r.reason = "CPython in " + m->path + " but its version is unknown (" +
                            (lay.error.empty() ? "no Py_Version or version string" : lay.error) + ")";
+            else if (ver.major < 3)
+                r.reason = "Python " + std::to_string(ver.major) + " is not supported (" + m->path +
+                           "); pybpfprof profiles CPython 3.6 and newer";
             else
                 r.reason = "CPython " + ver.str() + " in " + m->path + " is not supported" +
                            (lay.error.empty() ? "" : ": " + lay.error);
