@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -1009,27 +1010,49 @@ std::map<std::string, Code> reported_code(const std::string& out) {
     return code;
 }
 
+// tests/tools/unit_symbolizer_target.py running under the host's Debian 3.11, discovered:
+// the code objects it reports, and their checksums as BPF takes them.
+struct LiveTarget {
+    pbp::test::Reporter child{{"/usr/bin/python3.11", pbp::test::tool_path("unit_symbolizer_target.py"),
+                               pbp::test::temp_dir() + "/never"}};
+    std::map<std::string, Code> code;
+    std::optional<pbp::PythonTarget> target;
+    std::string error;  // why it is not usable; "" when it is
+
+    LiveTarget() {
+        if (!child.read_until("ready", 30)) {
+            error = "the target did not start: " + child.err();
+            return;
+        }
+        code = reported_code(child.out());
+        pbp::Discoverer d;
+        auto r = d.discover(child.pid());
+        if (r.status != pbp::Discovery::Python) error = "not discovered as Python: " + r.reason;
+        else target = r.target;
+    }
+    uint32_t pid() const { return static_cast<uint32_t>(child.pid()); }
+    uint32_t csum(const Code& k) {
+        pbp::ProcessMemory mem(child.pid());
+        uint8_t win[PBP_WINDOW] = {};
+        size_t len = target->layout.bpf.code_read_len;
+        EXPECT_TRUE(mem.read(k.addr, win, len));
+        return Symbolizer::code_checksum(target->layout.bpf, win, len, &mem);
+    }
+    pbp_frame frame(const Code& k) { return pbp_frame{k.addr, k.instr, csum(k)}; }
+};
+
 TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
-    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
-    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
-    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
-    const std::string& out = c.out();
-    std::map<std::string, Code> code = reported_code(out);
+    LiveTarget L;
+    ASSERT_TRUE(L.error.empty()) << L.error;
+    auto& code = L.code;
+    const std::string& out = L.child.out();
     ASSERT_TRUE(code.count("method") && code.count("modfunc") && code.count("module")) << out;
-
-    pbp::Discoverer d;
-    auto r = d.discover(c.pid());
-    ASSERT_EQ(r.status, pbp::Discovery::Python) << r.reason;
-    pbp::ProcessMemory mem(c.pid());
-    auto frame = [&](const Code& k) {
-        uint8_t win[PBP_WINDOW] = {};
-        size_t len = r.target->layout.bpf.code_read_len;
-        EXPECT_TRUE(mem.read(k.addr, win, len));
-        return pbp_frame{k.addr, k.instr, Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem)};
-    };
-
+    auto frame = [&](const Code& k) { return L.frame(k); };
+    auto& c = L.child;
+    auto& r = L;
+    const std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
     Fixture F;
     const uint32_t pid = static_cast<uint32_t>(c.pid());
     F.sym.add_process(c.pid(), r.target->layout, r.target->code_type_addr);
@@ -1080,22 +1103,16 @@ TEST(AggregatorLive, ResolvedStacksRootFirstWithMarkers) {
 TEST(AggregatorLive, TransientlyUnresolvedStackIsReadAgainAndEarlierSamplesMove) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
-    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
-    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
-    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
-    auto code = reported_code(c.out());
+    LiveTarget L;
+    ASSERT_TRUE(L.error.empty()) << L.error;
+    auto& c = L.child;
+    auto& r = L;
+    auto& code = L.code;
     ASSERT_TRUE(code.count("modfunc")) << c.out();
     const uint64_t addr = code["modfunc"].addr;
     const uint32_t instr = code["modfunc"].instr;
     ASSERT_NE(addr, 0u) << c.out();
-    pbp::Discoverer d;
-    auto r = d.discover(c.pid());
-    ASSERT_EQ(r.status, pbp::Discovery::Python) << r.reason;
-    pbp::ProcessMemory mem(c.pid());
-    uint8_t win[PBP_WINDOW] = {};
-    size_t len = r.target->layout.bpf.code_read_len;
-    ASSERT_TRUE(mem.read(addr, win, len));
-    const uint32_t csum = Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem);
+    const uint32_t csum = L.csum(code["modfunc"]);
 
     Fixture F;
     const uint32_t pid = static_cast<uint32_t>(c.pid());
@@ -1171,21 +1188,13 @@ TEST(AggregatorLive, TransientlyUnresolvedStackIsReadAgainAndEarlierSamplesMove)
 TEST(AggregatorLive, OnlyTheResolvedIdsSamplesMove) {
     std::error_code ec;
     PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
-    std::string script = pbp::test::tool_path("unit_symbolizer_target.py");
-    pbp::test::Reporter c({"/usr/bin/python3.11", script, pbp::test::temp_dir() + "/never"});
-    ASSERT_TRUE(c.read_until("ready", 30)) << c.err();
-    auto code = reported_code(c.out());
+    LiveTarget L;
+    ASSERT_TRUE(L.error.empty()) << L.error;
+    auto& c = L.child;
+    auto& r = L;
+    auto& code = L.code;
     ASSERT_TRUE(code.count("modfunc") && code.count("method")) << c.out();
-    pbp::Discoverer d;
-    auto r = d.discover(c.pid());
-    ASSERT_EQ(r.status, pbp::Discovery::Python) << r.reason;
-    pbp::ProcessMemory mem(c.pid());
-    auto csum_of = [&](const Code& k) {
-        uint8_t win[PBP_WINDOW] = {};
-        size_t len = r.target->layout.bpf.code_read_len;
-        EXPECT_TRUE(mem.read(k.addr, win, len));
-        return Symbolizer::code_checksum(r.target->layout.bpf, win, len, &mem);
-    };
+    auto csum_of = [&](const Code& k) { return L.csum(k); };
     const Code mf = code["modfunc"], me = code["method"];
     const uint32_t mf_csum = csum_of(mf), me_csum = csum_of(me);
 
