@@ -25,6 +25,14 @@ void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
     count_++;
 }
 
+size_t Aggregator::memory_bytes() const {
+    size_t n = 0;
+    for (const auto& [pid, p] : profile_.processes)
+        for (const auto& [tid, t] : p.threads) n += sizeof t + t.samples.capacity() * sizeof(Sample);
+    for (const auto& [pid, list] : transient_) n += list.capacity() * sizeof(Transient);
+    return n;
+}
+
 void Aggregator::apply(const std::vector<StackMove>& moves) {
     auto& unresolved = profile_.run.unresolved;
     for (const StackMove& m : moves) {

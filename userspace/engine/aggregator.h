@@ -29,6 +29,8 @@ public:
     // or metadata: indices are the StackStore's.
     const Profile& samples() const { return profile_; }
     uint64_t sample_count() const { return count_; }
+    // Bytes held by the samples (vector capacities), for memory limits.
+    size_t memory_bytes() const;
     // The samples, moved out (the session's end).
     Profile take() { return std::move(profile_); }
 

@@ -101,6 +101,16 @@ Session::~Session() = default;
 
 uint64_t Session::sample_count() const { return agg_->sample_count(); }
 
+size_t Session::memory_bytes() const { return agg_->memory_bytes(); }
+
+bool Session::admits(pid_t pid, std::string* why) const {
+    if (!cfg_.admit) return true;
+    std::string reason;
+    bool ok = cfg_.admit(pid, reason);
+    if (!ok && why) *why = reason;
+    return ok;
+}
+
 bool Session::in_launch_tree(pid_t pid, pid_t ppid) {
     if (!launched_pid_) return false;
     if (launch_tree_.count(pid) || launch_tree_.count(ppid)) {
@@ -122,6 +132,7 @@ bool Session::in_launch_tree(pid_t pid, pid_t ppid) {
 
 bool Session::wants_new(pid_t pid, pid_t ppid, bool exec) {
     const TargetSpec& t = cfg_.targets;
+    if (!admits(pid)) return false;
     if (t.all_python) return true;
     if (!t.cgroups.empty()) {
         // BPF reports only execs under the watched cgroups when the engine was started so;
@@ -292,6 +303,10 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
 
     std::vector<PythonTarget> initial;
     for (pid_t pid : t.pids) {
+        if (std::string why; !s->admits(pid, &why)) {
+            status = Status::forbidden(why);
+            return nullptr;
+        }
         std::optional<PythonTarget> found;
         status = discover_pid(*discoverer_, pid, found);
         if (!status.ok()) return nullptr;
@@ -308,6 +323,19 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         }
         s->launched_pid_ = s->launcher_->pid();
         s->launch_tree_.insert(s->launched_pid_);
+    } else if (t.held_child > 0) {
+        // Its exec (and its children's) arrive as BPF events once the owner releases it.
+        if (std::string why; !s->admits(t.held_child, &why)) {
+            status = Status::forbidden(why);
+            return nullptr;
+        }
+        if (!procfs::exists(t.held_child)) {
+            status = Status::bad_input("no process with PID " + std::to_string(t.held_child) +
+                                       " (the launched command's child); it exited before profiling began");
+            return nullptr;
+        }
+        s->launched_pid_ = t.held_child;
+        s->launch_tree_.insert(t.held_child);
     }
 
     Session* sp = s.get();
@@ -348,7 +376,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
 size_t Engine::scan(Session& s, const std::vector<pid_t>& pids, bool announce) {
     size_t n = 0;
     for (pid_t pid : pids) {
-        if (pid == getpid() || s.targets_.count(pid)) continue;
+        if (pid == getpid() || s.targets_.count(pid) || !s.admits(pid)) continue;
         if (auto p = pending_.find(pid); p != pending_.end()) {
             p->second.for_sessions.insert(&s);
             continue;
@@ -395,6 +423,11 @@ void Engine::retry_cgroups(Session& s, uint64_t now) {
 }
 
 bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
+    // Asked again now: the process may have exec'd a setuid program since it was found.
+    if (std::string why; !s.admits(t.pid, &why)) {
+        debug("PID " + std::to_string(t.pid) + " not registered: " + why);
+        return false;
+    }
     auto it = targets_.find(t.pid);
     if (it == targets_.end()) {
         pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
@@ -565,6 +598,16 @@ void Engine::check_done(Session& s, uint64_t now) {
         s.done_reason_ = "program exited";
         return;
     }
+    if (!s.launcher_ && s.launched_pid_) {
+        // A held child is its owner's: gone (or a zombie its owner has not reaped yet) is done.
+        auto st = procfs::read_status(s.launched_pid_);
+        if (!st || st->state == 'Z' || st->state == 'X') {
+            for (pid_t p : std::set<pid_t>(s.targets_))
+                if (!procfs::exists(p)) target_gone(p);
+            s.done_reason_ = "program exited";
+        }
+        return;
+    }
     // A --pid target that exec'd out of Python is waited for: it may exec back.
     const auto& pids = s.cfg_.targets.pids;
     if (!pids.empty() && s.targets_.empty() &&
@@ -618,9 +661,26 @@ Profile Engine::stop(Session* s) {
         it = it->second.for_sessions.empty() ? pending_.erase(it) : std::next(it);
     }
     final_stats_ = bpf_stats();
+    forget_unused(*s);
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [&](auto& p) { return p.get() == s; }),
                     sessions_.end());
     return out;
+}
+
+// What only the stopped session used is dropped, so a long-lived engine (the agent) does not
+// grow with every session that came and went.
+void Engine::forget_unused(const Session& gone) {
+    for (pid_t pid : gone.ever_) {
+        if (targets_.count(pid)) continue;
+        bool used = std::any_of(sessions_.begin(), sessions_.end(),
+                                [&](auto& o) { return o.get() != &gone && o->ever_.count(pid); });
+        if (!used) registry_->forget(pid);
+    }
+    if (cfg_.knobs.debug)
+        for (pid_t pid : gone.ever_) {
+            first_seen_.erase(pid);
+            first_stack_.erase(pid);
+        }
 }
 
 }  // namespace pbp

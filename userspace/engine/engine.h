@@ -44,6 +44,7 @@ enum class Failure {
     None,
     BadInput,       // a PID that does not exist or is not CPython, a cgroup that does not resolve, ...
     CannotProfile,  // privileges, kernel, BPF, a command that cannot be started
+    Forbidden,      // the session's admission rule refuses a target (the agent's access policy)
 };
 
 struct Status {
@@ -52,6 +53,7 @@ struct Status {
     bool ok() const { return failure == Failure::None; }
     static Status bad_input(std::string m) { return {Failure::BadInput, std::move(m)}; }
     static Status cannot_profile(std::string m) { return {Failure::CannotProfile, std::move(m)}; }
+    static Status forbidden(std::string m) { return {Failure::Forbidden, std::move(m)}; }
 };
 
 struct EngineConfig {
@@ -71,13 +73,23 @@ struct TargetSpec {
     bool all_python = false;           // every CPython process, new ones too
     std::vector<std::string> cgroups;  // cgroup paths, pod UIDs, namespace/name, container IDs
     std::vector<std::string> command;  // launched, with its descendants
+    // A child that the session's owner forked and holds before exec (the agent's clients
+    // launch their own commands): followed with its descendants from its exec on, like a
+    // launched command. The owner releases it once subscribe has returned.
+    pid_t held_child = 0;
 };
+
+// May a session profile this process? Asked before a process is read at all and again when
+// it is registered (after every exec: credentials change at exec). false + why (one line).
+using AdmitRule = std::function<bool(pid_t pid, std::string& why)>;
 
 struct SessionConfig {
     TargetSpec targets;
     // Stop after this long (0: when stopped, or when the targets are gone). A --cgroup that
     // does not exist yet is waited for this long (without a duration it is an error).
     double duration_s = 0;
+    // Empty: every process. The agent sets the caller's access rule here.
+    AdmitRule admit;
 };
 
 // What the engine tells a session's owner while it runs.
@@ -121,6 +133,8 @@ public:
     // --pid targets that exited during the run (their samples are kept).
     const std::set<pid_t>& exited_early() const { return exited_early_; }
     bool launched() const { return launched_pid_ > 0; }
+    // Bytes this session's samples hold (for the agent's per-session memory limit).
+    size_t memory_bytes() const;
     const SessionConfig& config() const { return cfg_; }
 
 private:
@@ -131,6 +145,7 @@ private:
     }
     // Does this session want pid, seen at an exec or fork (parent ppid)?
     bool wants_new(pid_t pid, pid_t ppid, bool exec);
+    bool admits(pid_t pid, std::string* why = nullptr) const;
     bool in_launch_tree(pid_t pid, pid_t ppid);
     RunInfo run_info(uint64_t end_mono_ns) const;
 
@@ -202,6 +217,7 @@ private:
     bool attach_cgroup(Session& s, size_t i, Status& st);
     void check_done(Session& s, uint64_t now);
     void stop_sampling();
+    void forget_unused(const Session& gone);
 
     EngineConfig cfg_;
     std::unique_ptr<BpfSampler> sampler_;

@@ -57,6 +57,14 @@ void ProcessRegistry::refresh_thread_names(bool active_only) {
     }
 }
 
+void ProcessRegistry::forget(pid_t pid) {
+    auto it = meta_.processes.find(static_cast<uint32_t>(pid));
+    if (it == meta_.processes.end()) return;
+    for (const auto& [tid, t] : it->second.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
+    meta_.processes.erase(it);
+    resources_.forget(pid);
+}
+
 void ProcessRegistry::mark_exited(pid_t pid) {
     auto it = meta_.processes.find(static_cast<uint32_t>(pid));
     if (it != meta_.processes.end()) it->second.exited = true;

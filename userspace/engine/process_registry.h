@@ -26,6 +26,9 @@ public:
     // e.g. with prctl). active_only: just threads sampled since their last naming.
     void refresh_thread_names(bool active_only = false);
     void mark_exited(pid_t pid);
+    // Drops everything known of pid (no session has it any more).
+    void forget(pid_t pid);
+    size_t size() const { return meta_.processes.size(); }
     // Marks every process that no longer exists (the end of a run: exit events can be lost).
     void mark_gone_exited();
     // CPU % and RSS of these processes, about once a second (see ResourceSampler).

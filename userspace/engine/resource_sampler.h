@@ -37,6 +37,10 @@ public:
     size_t maybe_sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns);
     // Reads them now, whatever the interval (the end of the run).
     size_t sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns);
+    void forget(pid_t pid) {
+        prev_.erase(pid);
+        tried_.erase(pid);
+    }
 
 private:
     bool read_one(Profile& profile, pid_t pid, uint64_t now_ns);
