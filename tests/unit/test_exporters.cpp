@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "cli/text_summary.h"
+#include "summary/text_summary.h"
 #include "export/exporter.h"
 #include "engine/profile.h"
 #include "test_support.h"

@@ -99,6 +99,7 @@ struct EngineEvent {
         CgroupWaiting,    // a --cgroup target does not exist yet: message says why; waited for
         CgroupWatching,   // a --cgroup target is watched: count CPython processes in it now
         AllPythonScanned, // --all-python: count CPython processes were running at the start
+                          // (description: whose, when an admission rule narrows it)
         Warning,          // message: something the user should know (the run goes on)
         Error,            // message: something failed (the run goes on)
         Debug,            // message: Knobs::debug lines

@@ -1,4 +1,4 @@
-#include "cli/text_summary.h"
+#include "summary/text_summary.h"
 
 #include <algorithm>
 #include <cstdio>

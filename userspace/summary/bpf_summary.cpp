@@ -1,4 +1,4 @@
-#include "cli/bpf_summary.h"
+#include "summary/bpf_summary.h"
 
 #include <sstream>
 

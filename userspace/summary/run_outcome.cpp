@@ -1,0 +1,96 @@
+#include "summary/run_outcome.h"
+
+#include <cstdio>
+
+#include "summary/bpf_summary.h"
+#include "summary/text_summary.h"
+
+namespace pbp {
+
+RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
+                       int debug, bool with_bpf_cost) {
+    RunOutcome o;
+    const RunInfo& run = profile.run;
+    o.duration_s = run.duration_s();
+    // A command, a machine or a cgroup with no CPython process in it: nothing to write, and
+    // no empty file left behind.
+    if (facts.targets_ever == 0 && (facts.launched || facts.all_python || facts.cgroups)) {
+        o.nothing_found = "no CPython process was found " +
+                          (facts.launched ? std::string("in the launched command")
+                           : facts.cgroups ? "in " + run.target
+                                           : "on this machine") +
+                          " during the " + std::to_string(static_cast<int>(o.duration_s + 0.5)) +
+                          " s run; nothing was written";
+        return o;
+    }
+    const std::string line = summary_line(profile, "");
+    o.counts = line.substr(std::string("Wrote ").size());
+    o.truncated = run.truncated;
+    o.max_depth = run.max_depth;
+    if (with_bpf_cost) o.bpf_cost = bpf_cost_lines(run, bpf_stats, debug);
+    for (auto& [pid, p] : profile.processes)
+        if (p.threads.empty() && !facts.all_python) o.not_sampled.emplace_back(static_cast<pid_t>(pid), p.comm);
+    for (pid_t pid : facts.exited_early) {
+        uint64_t n = 0;
+        if (auto it = profile.processes.find(static_cast<uint32_t>(pid)); it != profile.processes.end())
+            for (auto& [_, t] : it->second.threads) n += t.samples.size();
+        o.exited_early.emplace_back(pid, n);
+    }
+    o.top = top_functions(profile);
+    return o;
+}
+
+std::string RunOutcome::text(const std::string& written) const {
+    std::string s;
+    char dur[32];
+    snprintf(dur, sizeof dur, "%.1f", duration_s);
+    for (auto& [pid, comm] : not_sampled)
+        s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") was not sampled during the " + dur +
+             " s run (it used less than one sample period of CPU); its profile is empty\n";
+    for (auto& [pid, n] : exited_early)
+        s += "pybpfprof: PID " + std::to_string(pid) + " exited during the run; its " + std::to_string(n) +
+             " samples are kept in " + written + "\n";
+    s += "Wrote " + written + counts + "\n";
+    if (truncated)
+        s += "  " + std::to_string(truncated) + " samples were deeper than " + std::to_string(max_depth) +
+             " frames: their innermost " + std::to_string(max_depth) +
+             " frames are kept, under a [truncated] frame where the outer ones were\n";
+    s += bpf_cost;
+    return s;
+}
+
+nlohmann::json to_json(const RunOutcome& o) {
+    nlohmann::json j;
+    j["nothing_found"] = o.nothing_found;
+    j["counts"] = o.counts;
+    j["truncated"] = o.truncated;
+    j["max_depth"] = o.max_depth;
+    j["bpf_cost"] = o.bpf_cost;
+    j["duration_s"] = o.duration_s;
+    j["not_sampled"] = nlohmann::json::array();
+    for (auto& [pid, comm] : o.not_sampled) j["not_sampled"].push_back({{"pid", pid}, {"comm", comm}});
+    j["exited_early"] = nlohmann::json::array();
+    for (auto& [pid, n] : o.exited_early) j["exited_early"].push_back({{"pid", pid}, {"samples", n}});
+    j["top"] = o.top;
+    return j;
+}
+
+bool from_json(const nlohmann::json& j, RunOutcome& o, std::string& error) {
+    try {
+        o.nothing_found = j.at("nothing_found").get<std::string>();
+        o.counts = j.at("counts").get<std::string>();
+        o.truncated = j.at("truncated").get<uint64_t>();
+        o.max_depth = j.at("max_depth").get<int>();
+        o.bpf_cost = j.at("bpf_cost").get<std::string>();
+        o.duration_s = j.at("duration_s").get<double>();
+        for (auto& x : j.at("not_sampled")) o.not_sampled.emplace_back(x.at("pid").get<pid_t>(), x.at("comm").get<std::string>());
+        for (auto& x : j.at("exited_early")) o.exited_early.emplace_back(x.at("pid").get<pid_t>(), x.at("samples").get<uint64_t>());
+        o.top = j.at("top").get<std::string>();
+        return true;
+    } catch (const nlohmann::json::exception& e) {
+        error = std::string("the agent's run summary is malformed (") + e.what() + ")";
+        return false;
+    }
+}
+
+}  // namespace pbp

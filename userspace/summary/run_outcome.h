@@ -1,0 +1,52 @@
+// What a finished run says to the user, computed from its profile where the profile is (the
+// CLI, or the agent for its clients) and printed where the files are written (the CLI, or the
+// agent's client): the text depends on the path finally written, which only the writer knows.
+// It crosses the agent's socket as JSON, so a run through the agent reads exactly as a root
+// run does.
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/profile.h"
+
+namespace pbp {
+
+// Facts of the session the profile alone does not hold.
+struct RunFacts {
+    size_t targets_ever = 0;
+    bool launched = false;     // a command was launched
+    bool all_python = false;   // --all-python (idle processes are not worth a note)
+    bool cgroups = false;      // --cgroup
+    std::set<pid_t> exited_early;
+};
+
+struct RunOutcome {
+    // Not empty: no CPython process was found, nothing is written (exit 2).
+    std::string nothing_found;
+    std::string counts;                // after "Wrote PATH": ": 512 samples, 1 process, ..."
+    uint64_t truncated = 0;
+    int max_depth = 0;
+    std::string bpf_cost;              // bpf_cost_lines(), may be empty
+    double duration_s = 0;
+    std::vector<std::pair<pid_t, std::string>> not_sampled;  // targets with no sample: pid, comm
+    std::vector<std::pair<pid_t, uint64_t>> exited_early;    // pid, its samples kept
+    std::string top;                   // top_functions()
+
+    // The lines before "open it with", for the file written at 'written'.
+    std::string text(const std::string& written) const;
+};
+
+RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
+                       int debug, bool with_bpf_cost = true);
+
+nlohmann::json to_json(const RunOutcome& o);
+// false + error when j is not a RunOutcome (a client reading the agent's answer).
+bool from_json(const nlohmann::json& j, RunOutcome& out, std::string& error);
+
+}  // namespace pbp
