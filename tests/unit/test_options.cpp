@@ -84,7 +84,7 @@ TEST(Options, RecordIsTheDefaultCommandAndOthersAreNotThereYet) {
     std::string err;
     ASSERT_TRUE(parse({"record", "--pid", "42", "-d", "1"}, o, code));
     EXPECT_EQ(o.pids, std::vector<pid_t>{42});
-    for (std::string sub : {"top", "dump", "agent"}) {
+    for (std::string sub : {"top", "dump"}) {
         Options s;
         EXPECT_FALSE(parse({sub}, s, code, &err)) << sub << " must not launch a program named " << sub;
         EXPECT_EQ(code, 2);

@@ -61,7 +61,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     if (args.size() > 1) {
         std::string first = args[1];
         if (first == "record") args.erase(args.begin() + 1);
-        else if (first == "top" || first == "dump" || first == "agent")
+        else if (first == "top" || first == "dump")
             return fail("'pybpfprof " + first + "' is not available yet; to profile a program named " + first +
                         ", run: pybpfprof -- " + first);
     }

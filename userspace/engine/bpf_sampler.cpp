@@ -251,6 +251,8 @@ int BpfSampler::poll(int timeout_ms) {
     int m = ring_buffer__consume(rb_);
     return m < 0 ? m : n + m;
 }
+int BpfSampler::epoll_fd() const { return rb_ ? ring_buffer__epoll_fd(rb_) : -1; }
+
 int BpfSampler::drain() { return ring_buffer__consume(rb_); }
 
 bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {

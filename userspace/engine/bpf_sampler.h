@@ -47,6 +47,8 @@ public:
     // Waits up to timeout_ms for records and hands each to the handler. Returns records
     // consumed, or -errno (-EINTR when a signal arrived).
     int poll(int timeout_ms);
+    // Readable when records are waiting (for a caller's own epoll loop; then poll(0)).
+    int epoll_fd() const;
     // Consumes everything already in the ring buffer without waiting.
     int drain();
     // Stops sampling (detaches the perf events); lifecycle tracepoints stay until destroyed.

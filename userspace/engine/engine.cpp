@@ -263,6 +263,8 @@ uint64_t Engine::lost() const {
 
 bool Engine::uses_bpf_loop() const { return sampler_ && sampler_->uses_bpf_loop(); }
 
+int Engine::wait_fd() const { return sampler_ ? sampler_->epoll_fd() : -1; }
+
 uint64_t Engine::period_ns() const { return sampler_ ? sampler_->period_ns() : 0; }
 
 std::vector<uint64_t> Engine::bpf_stats() const {
@@ -313,7 +315,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         initial.push_back(*found);
     }
 
-    if (!t.command.empty()) {
+    if (!t.command.empty() && t.held_child <= 0) {
         s->launcher_ = std::make_unique<Launcher>();
         std::string error;
         if (!s->launcher_->start(t.command, error)) {

@@ -75,7 +75,8 @@ struct TargetSpec {
     std::vector<std::string> command;  // launched, with its descendants
     // A child that the session's owner forked and holds before exec (the agent's clients
     // launch their own commands): followed with its descendants from its exec on, like a
-    // launched command. The owner releases it once subscribe has returned.
+    // launched command. The owner releases it once subscribe has returned. 'command' then
+    // says what it runs (it is not launched again).
     pid_t held_child = 0;
 };
 
@@ -137,6 +138,8 @@ public:
     // Bytes this session's samples hold (for the agent's per-session memory limit).
     size_t memory_bytes() const;
     const SessionConfig& config() const { return cfg_; }
+    // What it profiles, for people: "pid 1234", "all-python", "python3 app.py", "cgroup X".
+    const std::string& target_text() const { return target_text_; }
 
 private:
     friend class Engine;
@@ -185,6 +188,9 @@ public:
     // sessions, registers newly discovered processes, forgets exited ones, retries cgroups
     // and reads resource use. Returns records consumed, or -errno (-EINTR on a signal).
     int poll(int timeout_ms);
+    // A descriptor that is readable when samples wait, for a front-end with its own epoll
+    // loop (the agent): it then calls poll(0). -1 when not sampling.
+    int wait_fd() const;
 
     // Ends a session and returns its final profile (everything BPF holds drained first).
     // When it was the last session, sampling stops for good: a later subscribe fails.

@@ -55,6 +55,17 @@ void Launcher::release() {
     }
 }
 
+void Launcher::abandon() {
+    if (gate_ >= 0) {
+        close(gate_);
+        gate_ = -1;
+    }
+    if (pid_ > 0 && !status_) {
+        int st = 0;
+        if (waitpid(pid_, &st, 0) == pid_) status_ = 127;
+    }
+}
+
 int Launcher::wait_exec() {
     if (errpipe_ < 0) return 0;
     int e = 0;

@@ -14,6 +14,8 @@ public:
     // Forks; the child waits for release() and then execs argv (PATH searched).
     bool start(const std::vector<std::string>& argv, std::string& error);
     void release();
+    // Never run it: the child exits at the gate (profiling could not begin).
+    void abandon();
     // After release(): blocks until the exec happened; 0, or the errno of a failed exec.
     int wait_exec();
     pid_t pid() const { return pid_; }

@@ -1,0 +1,58 @@
+#include "cli/agent_command.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "agent/protocol.h"
+#include "agent/server.h"
+#include "cli/agent_client.h"
+#include "cli/terminal.h"
+
+namespace pbp {
+
+int agent_command(int argc, char** argv) {
+    CLI::App app{"pybpfprof agent: one privileged agent per machine, through which every user profiles the processes "
+                 "they own.\nRun it as root (the systemd unit pybpfprof-agent does). `pybpfprof agent status` lists "
+                 "the sessions you may see.",
+                 "pybpfprof agent"};
+    agent::AgentConfig cfg;
+    cfg.socket_path = agent_socket_path();
+    double max_session_mb = static_cast<double>(cfg.max_session_bytes >> 20);
+    app.add_option("--socket", cfg.socket_path, "The Unix socket (default " + std::string(agent::kDefaultSocket) +
+                                                    ", or $PYBPFPROF_AGENT_SOCKET)");
+    app.add_option("--admin-group", cfg.admin_group,
+                   "Members of this group may profile any process, --all-python and --cgroup included (root always may)");
+    app.add_option("--max-sessions-per-user", cfg.max_sessions_per_user, "Sessions one user may hold at once")
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--max-duration", cfg.max_duration_s,
+                   "Longest session of a user who is not an admin, in seconds (0: no limit)")
+        ->check(CLI::Range(0.0, 31.0 * 86400));
+    app.add_option("--max-session-mb", max_session_mb, "Memory one session's samples may hold, in MiB")
+        ->check(CLI::Range(1.0, 1048576.0));
+    app.add_option("--max-connections-per-user", cfg.max_connections_per_user,
+                   "Connections one user who is not an admin may hold at once")
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--idle-timeout", cfg.idle_timeout_s, "Seconds a connection without a session may stay silent")
+        ->check(CLI::Range(1.0, 86400.0));
+    app.add_option("--btf", cfg.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
+    app.add_option("--node-root", cfg.node_root, "Where the node's root file system is (in a container: /host)");
+    auto* status = app.add_subcommand("status", "List the sessions (yours; every session for root and admins)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        err(std::string(e.what()) + "; see pybpfprof agent --help");
+        return 2;
+    }
+    if (status->parsed()) return agent_status(cfg.socket_path);
+    cfg.max_session_bytes = static_cast<size_t>(max_session_mb * (1 << 20));
+    cfg.knobs = Knobs::from_environment();
+    install_signals();
+    std::string error;
+    int code = agent::run_agent(cfg, g_stop_signal, error);
+    if (code) err("agent: " + error);
+    return code;
+}
+
+}  // namespace pbp
