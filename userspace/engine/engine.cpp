@@ -635,6 +635,21 @@ int Engine::poll(int timeout_ms) {
         for (pid_t p : std::set<pid_t>(live_))
             if (!procfs::exists(p)) target_gone(p);
     }
+    if (now - last_admit_ns_ > 1000000000ULL) {
+        // Credentials change without exec too (setresuid, prctl(PR_SET_DUMPABLE, 0)): a
+        // session's rule is asked again about every target once a second.
+        last_admit_ns_ = now;
+        for (auto& s : sessions_) {
+            if (!s->cfg_.admit) continue;
+            for (pid_t pid : std::set<pid_t>(s->targets_)) {
+                std::string why;
+                if (s->admits(pid, &why) || !procfs::exists(pid)) continue;
+                release_target(*s, pid);
+                s->event({EngineEvent::Warning, pid, false, 0,
+                          why + "; it is no longer profiled (its samples so far are kept)"});
+            }
+        }
+    }
     for (auto& s : sessions_) {
         retry_cgroups(*s, now);
         check_done(*s, now);

@@ -251,7 +251,7 @@ private:
     uint32_t max_depth_ = 0;
     uint32_t cgroup_slots_ = 0;
     std::string cgroup_mount_;
-    uint64_t last_names_ns_ = 0, last_liveness_ns_ = 0;
+    uint64_t last_names_ns_ = 0, last_liveness_ns_ = 0, last_admit_ns_ = 0;
     std::set<pid_t> first_seen_, first_stack_;  // Knobs::debug: first-sample lines
     bool sampling_ = false;
     std::vector<std::string> early_debug_;  // debug lines from start(), before any session
