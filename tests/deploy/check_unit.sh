@@ -5,7 +5,8 @@
 #    (verify wants ExecStart's file to exist);
 #  - it runs `pybpfprof agent` from tools/install's default place, with the options from
 #    /etc/default/pybpfprof-agent, and tools/install rewrites that line for --prefix;
-#  - its RuntimeDirectory= is the directory of the agent's default socket, mode 0755;
+#  - its RuntimeDirectory= is the directory of the agent's default socket (kDefaultSocket in
+#    userspace/agent/, else the documented /run/pybpfprof/agent.sock), mode 0755;
 #  - it hides no path the agent reads targets through (no PrivateTmp=, ProtectHome=yes,
 #    ProtectProc=, ProcSubset=, InaccessiblePaths=...), and keeps the limits BPF needs;
 #  - a broken unit is rejected (so the check can fail).
@@ -60,12 +61,11 @@ value() { sed -n "s/^$1=//p" "$unit" | tail -1; }
 default_socket=$(grep -rhoE 'kDefaultSocket(\[\])?[[:space:]]*(=|\{)[[:space:]]*"[^"]+"' "$repo/userspace/agent" \
   --include='*.h' --include='*.cpp' 2>/dev/null | sed -E 's/.*"([^"]+)"/\1/' | head -1 || true)
 if [ -z "$default_socket" ]; then
-  say "the agent's default socket (kDefaultSocket = \"...\" in userspace/agent/) was not found"
-else
-  want=$(dirname "$default_socket")
-  [ "/run/$(value RuntimeDirectory)" = "$want" ] ||
-    say "RuntimeDirectory=$(value RuntimeDirectory) is not the directory of the default socket $default_socket"
+  default_socket=/run/pybpfprof/agent.sock
+  echo "note: no kDefaultSocket = \"...\" in userspace/agent/: checked against the documented $default_socket"
 fi
+[ "/run/$(value RuntimeDirectory)" = "$(dirname "$default_socket")" ] ||
+  say "RuntimeDirectory=$(value RuntimeDirectory) is not the directory of the default socket $default_socket"
 grep -q "/run/pybpfprof/agent.sock" "$repo/tools/install" || say "tools/install does not name the socket it waits for"
 
 # Nothing that hides a path the agent reads targets through, or their processes.
