@@ -3,7 +3,8 @@
 #  - every package its stages install exists in Debian (apt-cache);
 #  - the runtime stage installs every package that owns a shared library the built
 #    pybpfprof links (ldd), so the image's binary can start;
-#  - the build stage runs the repository's own install and build scripts.
+#  - the build stage runs the repository's own install and build scripts;
+#  - the image runs the agent (`pybpfprof agent`) by default.
 # Usage: check_dockerfile.sh REPO_DIR PYBPFPROF_BINARY
 set -euo pipefail
 repo=$1 bin=$2
@@ -36,6 +37,15 @@ done < <(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
 
 grep -q 'tools/install-deps --runtime-only' "$df" || say "the build stage must run tools/install-deps --runtime-only"
 grep -q 'tools/build pybpfprof' "$df" || say "the build stage must run tools/build pybpfprof"
-grep -q '^COPY --from=build /build/pybpfprof ' "$df" || say "the runtime stage must copy the built binary"
+grep -q '^COPY --from=build /build/pybpfprof /usr/local/bin/pybpfprof$' "$df" ||
+  say "the runtime stage must copy the built binary to /usr/local/bin/pybpfprof"
+# The default command: ENTRYPOINT + CMD (exec form) must be pybpfprof agent.
+entry=$(sed -n 's/^ENTRYPOINT \[\(.*\)\]$/\1/p' "$df" | tail -1)
+cmd=$(sed -n 's/^CMD \[\(.*\)\]$/\1/p' "$df" | tail -1)
+argv=$(printf '%s, %s' "$entry" "$cmd" | tr -d '"' | sed 's/, *$//; s/^, *//')
+case "$argv" in
+  "/usr/local/bin/pybpfprof, agent" | "/usr/local/bin/pybpfprof, agent, "*) ;;
+  *) say "the image must run the agent: ENTRYPOINT [\"/usr/local/bin/pybpfprof\"] and CMD [\"agent\"] (found: $argv)" ;;
+esac
 if [ $fail = 0 ]; then echo "ok $df: $(wc -w <<<"$pkgs") runtime packages, every library of $(basename "$bin") covered"; fi
 exit $fail
