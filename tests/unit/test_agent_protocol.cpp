@@ -494,6 +494,18 @@ TEST(AgentProtocol, NestingBombRejectedFast) {
     EXPECT_EQ(error_of(R"({"v":1,"op":"start","x":{"a":{"b":{"c":1}}}})"), "unknown field 'x' in a start request");
 }
 
+TEST(AgentProtocol, RejectsRequestOverTheSizeLimit) {
+    std::string name(kMaxRequestBytes, 'n');
+    std::string text = R"({"v":1,"op":"stop","output_name":")" + name + "\"}";
+    EXPECT_EQ(error_of(text), "request of " + std::to_string(text.size()) + " bytes: a request must have at most 65536 bytes");
+    // Exactly at the limit is fine (trailing whitespace is allowed).
+    std::string pad(kMaxRequestBytes - 21, ' ');
+    text = R"({"v":1,"op":"status"})" + pad;
+    ASSERT_EQ(text.size(), kMaxRequestBytes);
+    parse_ok(text);
+    EXPECT_EQ(error_of(text + " "), "request of 65537 bytes: a request must have at most 65536 bytes");
+}
+
 TEST(AgentProtocol, ParseJsonStrictDepthAndTypes) {
     json j;
     std::string e;
@@ -711,8 +723,77 @@ TEST(AgentProtocol, EncodeMessageAddsVersionAndAttachments) {
 }
 
 TEST(AgentProtocol, EncodeError) {
-    EXPECT_EQ(header_of(encode_error("bad_input", "field 'x' ...")),
+    EXPECT_EQ(header_of(encode_error(ErrorCode::BadInput, "field 'x' ...")),
               json::parse(R"({"v":1,"type":"error","code":"bad_input","message":"field 'x' ..."})"));
+    // One line, whatever the caller passed.
+    EXPECT_EQ(error_header(ErrorCode::Internal, "a\nb\tc\x7f")["message"], "a b c ");
+    std::vector<std::string> names;
+    for (auto c : {ErrorCode::Protocol, ErrorCode::BadInput, ErrorCode::Forbidden, ErrorCode::CannotProfile,
+                   ErrorCode::Limit, ErrorCode::Internal})
+        names.push_back(error_code_name(c));
+    EXPECT_EQ(names, (std::vector<std::string>{"protocol", "bad_input", "forbidden", "cannot_profile", "limit",
+                                               "internal"}));
+}
+
+// The agent's messages, exactly as docs/agent-protocol.md shows them.
+TEST(AgentProtocol, MessageHeadersAsDocumented) {
+    EXPECT_EQ(started_header(7, 99, "process 1234 of alice", 1),
+              json::parse(R"({"v":1,"type":"started","session":7,"rate_hz":99.0,"scope":"process 1234 of alice",
+                              "targets":1})"));
+    Event added;
+    added.kind = EventKind::TargetAdded;
+    added.pid = 1234;
+    added.announce = true;
+    added.comm = "python3";
+    added.python = "3.12.3";
+    added.description = "python3 app.py";
+    added.labels = {{"pod", "web-1"}, {"namespace", "default"}};
+    EXPECT_EQ(event_header(added), json::parse(R"({"v":1,"type":"event","kind":"target_added","pid":1234,
+        "announce":true,"comm":"python3","python":"3.12.3","description":"python3 app.py",
+        "labels":{"namespace":"default","pod":"web-1"}})"));
+    Event scanned;
+    scanned.kind = EventKind::AllPythonScanned;
+    scanned.count = 0;
+    EXPECT_EQ(event_header(scanned), json::parse(R"({"v":1,"type":"event","kind":"all_python_scanned","count":0})"));
+    Event warning;
+    warning.kind = EventKind::Warning;
+    warning.message = "process 77 exited";
+    warning.count = 3;  // not a field of a warning
+    EXPECT_EQ(event_header(warning), json::parse(R"({"v":1,"type":"event","kind":"warning","message":"process 77 exited"})"));
+    std::vector<std::string> kinds;
+    for (auto k : {EventKind::TargetAdded, EventKind::CgroupWaiting, EventKind::CgroupWatching,
+                   EventKind::AllPythonScanned, EventKind::Warning, EventKind::Error})
+        kinds.push_back(event_kind_name(k));
+    EXPECT_EQ(kinds, (std::vector<std::string>{"target_added", "cgroup_waiting", "cgroup_watching",
+                                               "all_python_scanned", "warning", "error"}));
+
+    EXPECT_EQ(progress_header(12.5, 1234, 3, 0),
+              json::parse(R"({"v":1,"type":"progress","elapsed_s":12.5,"samples":1234,"processes":3,"lost":0})"));
+    EXPECT_EQ(done_header("duration reached"), json::parse(R"({"v":1,"type":"done","reason":"duration reached"})"));
+    json summary = {{"lines", {"Wrote profile.json"}}, {"exit_code", 0}, {"exited_early", json::array()}};
+    EXPECT_EQ(profile_header("speedscope", true, false, summary),
+              json::parse(R"({"v":1,"type":"profile","format":"speedscope","final":true,"report":false,
+                              "summary":{"lines":["Wrote profile.json"],"exit_code":0,"exited_early":[]}})"));
+    SessionStatus st;
+    st.session = 7;
+    st.uid = 1001;
+    st.user = "alice";
+    st.pid = 4000;
+    st.target = "process 1234";
+    st.rate_hz = 99;
+    st.elapsed_s = 3.5;
+    st.samples = 300;
+    st.processes = 1;
+    EXPECT_EQ(status_header({st}), json::parse(R"({"v":1,"type":"status","sessions":[{"session":7,"uid":1001,
+        "user":"alice","pid":4000,"target":"process 1234","rate_hz":99.0,"elapsed_s":3.5,"samples":300,
+        "processes":1}]})"));
+    EXPECT_EQ(status_header({}), json::parse(R"({"v":1,"type":"status","sessions":[]})"));
+
+    // Through encode_message and read_message, with the profile's attachments.
+    std::string msg = encode_message(profile_header("pprof", false, true, summary), {"PB", "<html>"});
+    json h = header_of(msg);
+    EXPECT_EQ(h["attachments"], json::parse("[2,6]"));
+    EXPECT_EQ(h["type"], "profile");
 }
 
 // ---- blocking reads and writes ------------------------------------------------------------

@@ -324,6 +324,9 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
 
 bool parse_validated(std::string_view text, const std::vector<std::string>& formats, Request& out,
                      std::string& error) {
+    if (text.size() > kMaxRequestBytes)
+        return fail(error, "request of " + std::to_string(text.size()) + " bytes: a request must have at most " +
+                               std::to_string(kMaxRequestBytes) + " bytes");
     json root;
     if (!parse_json_strict(text, kMaxRequestDepth, root, error)) return false;
     if (!root.is_object()) return fail(error, "a request must be a JSON object" + got_text(root));
@@ -553,9 +556,114 @@ std::string encode_message(json header, const std::vector<std::string>& attachme
     return out;
 }
 
-std::string encode_error(std::string_view code, std::string_view message) {
-    json h = {{"v", kProtocolVersion}, {"type", "error"}, {"code", code}, {"message", message}};
-    return encode_message(std::move(h));
+// ---- the agent's messages -------------------------------------------------------------
+
+namespace {
+
+json header(const char* type) { return json{{"v", kProtocolVersion}, {"type", type}}; }
+
+}  // namespace
+
+const char* error_code_name(ErrorCode code) {
+    switch (code) {
+        case ErrorCode::Protocol: return "protocol";
+        case ErrorCode::BadInput: return "bad_input";
+        case ErrorCode::Forbidden: return "forbidden";
+        case ErrorCode::CannotProfile: return "cannot_profile";
+        case ErrorCode::Limit: return "limit";
+        case ErrorCode::Internal: break;
+    }
+    return "internal";
+}
+
+json error_header(ErrorCode code, std::string_view message) {
+    std::string line(message);
+    for (char& c : line)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    json h = header("error");
+    h["code"] = error_code_name(code);
+    h["message"] = std::move(line);
+    return h;
+}
+
+std::string encode_error(ErrorCode code, std::string_view message) {
+    return encode_message(error_header(code, message));
+}
+
+json started_header(int64_t session, double rate_hz, std::string_view scope, uint64_t targets) {
+    json h = header("started");
+    h["session"] = session;
+    h["rate_hz"] = rate_hz;
+    h["scope"] = scope;
+    h["targets"] = targets;
+    return h;
+}
+
+const char* event_kind_name(EventKind kind) {
+    switch (kind) {
+        case EventKind::TargetAdded: return "target_added";
+        case EventKind::CgroupWaiting: return "cgroup_waiting";
+        case EventKind::CgroupWatching: return "cgroup_watching";
+        case EventKind::AllPythonScanned: return "all_python_scanned";
+        case EventKind::Warning: return "warning";
+        case EventKind::Error: break;
+    }
+    return "error";
+}
+
+json event_header(const Event& e) {
+    json h = header("event");
+    h["kind"] = event_kind_name(e.kind);
+    if (e.pid != 0) h["pid"] = e.pid;
+    if (e.kind == EventKind::TargetAdded) h["announce"] = e.announce;
+    if (e.kind == EventKind::CgroupWatching || e.kind == EventKind::AllPythonScanned) h["count"] = e.count;
+    if (!e.message.empty()) h["message"] = e.message;
+    if (!e.comm.empty()) h["comm"] = e.comm;
+    if (!e.python.empty()) h["python"] = e.python;
+    if (!e.description.empty()) h["description"] = e.description;
+    if (!e.labels.empty()) h["labels"] = e.labels;
+    return h;
+}
+
+json progress_header(double elapsed_s, uint64_t samples, uint64_t processes, uint64_t lost) {
+    json h = header("progress");
+    h["elapsed_s"] = elapsed_s;
+    h["samples"] = samples;
+    h["processes"] = processes;
+    h["lost"] = lost;
+    return h;
+}
+
+json done_header(std::string_view reason) {
+    json h = header("done");
+    h["reason"] = reason;
+    return h;
+}
+
+json profile_header(std::string_view format, bool final, bool report, json summary) {
+    json h = header("profile");
+    h["format"] = format;
+    h["final"] = final;
+    h["report"] = report;
+    h["summary"] = std::move(summary);
+    return h;
+}
+
+json status_header(const std::vector<SessionStatus>& sessions) {
+    json list = json::array();
+    for (const auto& s : sessions)
+        list.push_back({{"session", s.session},
+                        {"uid", s.uid},
+                        {"user", s.user},
+                        {"pid", s.pid},
+                        {"target", s.target},
+                        {"rate_hz", s.rate_hz},
+                        {"elapsed_s", s.elapsed_s},
+                        {"samples", s.samples},
+                        {"processes", s.processes}});
+    json h = header("status");
+    h["sessions"] = std::move(list);
+    return h;
 }
 
 // ---- FrameReader ----------------------------------------------------------------------

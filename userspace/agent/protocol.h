@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -75,15 +76,17 @@ struct Request {
 // "start", "snapshot", "stop", "status".
 const char* op_name(Request::Op op);
 
-// Strict parse + validation of one request frame's payload (JSON text), against the
-// format names the agent can write (`formats`). true: `out` holds the request (the fields
+// Strict parse + validation of one request frame's payload (JSON text, at most
+// kMaxRequestBytes), against the format names the agent can write (`formats`). true: `out` holds the request (the fields
 // of other ops at their defaults). false: `error` is one line (ASCII, no control
 // characters, at most a few hundred bytes) naming the field and what it must be; `out` is
 // unspecified. Never throws.
 bool parse_request(std::string_view json, const std::vector<std::string>& formats, Request& out,
                    std::string& error);
 // The JSON text of a request (what a client sends); parse_request(encode_request(r)) == r
-// for a valid r whose other ops' fields are at their defaults.
+// for a valid r whose other ops' fields are at their defaults and whose text fits in
+// kMaxRequestBytes (every field is written, defaults included: the text of a request that
+// was parsed can be a few hundred bytes longer than what was parsed).
 std::string encode_request(const Request& r);
 
 // The strict JSON parser parse_request uses, for any JSON text: one value, UTF-8 (no BOM,
@@ -106,8 +109,53 @@ std::string encode_message(nlohmann::json header, const std::vector<std::string>
 // The header frame alone of a message whose attachments have these sizes (the caller then
 // writes the attachments itself, without copying them into one string). Same rules.
 std::string encode_message_header(nlohmann::json header, const std::vector<uint64_t>& attachment_sizes);
-// An error message: {"v":1,"type":"error","code":code,"message":message}, framed.
-std::string encode_error(std::string_view code, std::string_view message);
+
+// ---- the agent's messages (docs/agent-protocol.md, "Messages from the agent") -----------
+// Header builders: each returns the header object of one message type, to pass to
+// encode_message (with the attachments, for "profile") or encode_message_header.
+
+enum class ErrorCode { Protocol, BadInput, Forbidden, CannotProfile, Limit, Internal };
+// "protocol", "bad_input", "forbidden", "cannot_profile", "limit", "internal".
+const char* error_code_name(ErrorCode code);
+// {"v":1,"type":"error","code":...,"message":...}; the message is made one line (control
+// characters become spaces).
+nlohmann::json error_header(ErrorCode code, std::string_view message);
+// error_header, framed: what the agent writes (after a Protocol error it then closes).
+std::string encode_error(ErrorCode code, std::string_view message);
+
+nlohmann::json started_header(int64_t session, double rate_hz, std::string_view scope, uint64_t targets);
+
+enum class EventKind { TargetAdded, CgroupWaiting, CgroupWatching, AllPythonScanned, Warning, Error };
+// "target_added", "cgroup_waiting", "cgroup_watching", "all_python_scanned", "warning", "error".
+const char* event_kind_name(EventKind kind);
+struct Event {
+    EventKind kind = EventKind::Warning;
+    pid_t pid = 0;          // written when not 0
+    bool announce = false;  // written for target_added only
+    uint64_t count = 0;     // written for cgroup_watching and all_python_scanned only
+    std::string message, comm, python, description;  // each written when not empty
+    std::map<std::string, std::string> labels;       // written when not empty
+};
+nlohmann::json event_header(const Event& event);
+
+nlohmann::json progress_header(double elapsed_s, uint64_t samples, uint64_t processes, uint64_t lost);
+nlohmann::json done_header(std::string_view reason);
+// The header of a profile whose attachments are the profile and, when report, the HTML
+// report. summary is passed through as it is (an object: "lines", "exit_code", ...).
+nlohmann::json profile_header(std::string_view format, bool final, bool report, nlohmann::json summary);
+
+struct SessionStatus {
+    int64_t session = 0;
+    int64_t uid = 0;
+    std::string user;
+    pid_t pid = 0;  // the client's
+    std::string target;
+    double rate_hz = 0;
+    double elapsed_s = 0;
+    uint64_t samples = 0;
+    uint64_t processes = 0;
+};
+nlohmann::json status_header(const std::vector<SessionStatus>& sessions);
 
 // Incremental request reader for a non-blocking server: push bytes as they arrive, then
 // take frames with next() until it says NeedMore. What is buffered stays below
