@@ -5,7 +5,8 @@
 // Besides "no crash, no leak, no timeout", it checks the parser's promises:
 //  - an accepted request satisfies every documented limit, and its encoding parses back
 //    to the same request and encodes to the same text;
-//  - a refused one has an error of one ASCII line, at most a few hundred bytes;
+//  - a refused one has an error of one ASCII line, at most a few hundred bytes, and the
+//    code protocol or bad_input;
 //  - the frame reader hands out frames of 1..kMaxRequestBytes bytes, never more bytes
 //    than it was given, and stays failed after an error.
 #include <algorithm>
@@ -93,8 +94,10 @@ void check_limits(const Request& r, const std::string& text) {
 void check_request(std::string_view text) {
     Request r;
     std::string error;
-    if (!parse_request(text, kFormats, r, error)) {
+    ErrorCode code = ErrorCode::Limit;
+    if (!parse_request(text, kFormats, r, error, code)) {
         require(!error.empty() && error.size() <= 400 && one_line_ascii(error), "error message", error);
+        require(code == ErrorCode::Protocol || code == ErrorCode::BadInput, "error code", error);
         return;
     }
     require(error.empty(), "error set on success", error);

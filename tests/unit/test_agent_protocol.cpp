@@ -396,6 +396,30 @@ TEST(AgentProtocol, OutputNameRules) {
     EXPECT_EQ(parse_ok(R"({"v":1,"op":"stop","output_name":""})").stop.output_name, "");
 }
 
+TEST(AgentProtocol, ErrorCodeSaysProtocolOrBadInput) {
+    auto code_of = [](std::string_view text) {
+        Request r;
+        std::string e;
+        ErrorCode code = ErrorCode::Internal;
+        EXPECT_FALSE(parse_request(text, kFormats, r, e, code)) << text;
+        return code;
+    };
+    for (std::string text : {std::string("{\"v\":1,"), std::string(R"([1])"), std::string(R"({"v":2,"op":"status"})"),
+                             std::string(R"({"op":"status"})"), std::string(R"({"v":1,"op":"go"})"),
+                             std::string(R"({"v":1})"), std::string(R"({"v":1,"op":"status","x":1})"),
+                             std::string(R"({"v":1,"op":"status","attachments":[]})"),
+                             std::string(R"({"v":1,"op":"status","v":1})"),
+                             std::string(R"({"v":1,"op":"start","pids":[[[[1]]]]})"),
+                             std::string(kMaxRequestBytes + 1, ' ')})
+        EXPECT_EQ(code_of(text), ErrorCode::Protocol) << text;
+    for (std::string text : {start_with(R"(,"rate_hz":0)"), start_with(R"(,"format":"svg")"),
+                             std::string(R"({"v":1,"op":"start"})"), std::string(R"({"v":1,"op":"start","pids":[1,1]})"),
+                             std::string(R"({"v":1,"op":"start","pids":"1"})"),
+                             std::string(R"({"v":1,"op":"snapshot","format":"svg"})"),
+                             std::string(R"({"v":1,"op":"stop","output_name":"a\nb"})")})
+        EXPECT_EQ(code_of(text), ErrorCode::BadInput) << text;
+}
+
 // ---- malformed JSON ---------------------------------------------------------------------
 
 TEST(AgentProtocol, RejectsMalformedJson) {

@@ -323,7 +323,8 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
 }
 
 bool parse_validated(std::string_view text, const std::vector<std::string>& formats, Request& out,
-                     std::string& error) {
+                     std::string& error, ErrorCode& code) {
+    code = ErrorCode::Protocol;
     if (text.size() > kMaxRequestBytes)
         return fail(error, "request of " + std::to_string(text.size()) + " bytes: a request must have at most " +
                                std::to_string(kMaxRequestBytes) + " bytes");
@@ -355,6 +356,8 @@ bool parse_validated(std::string_view text, const std::vector<std::string>& form
         if (!allowed.count(key))
             return fail(error, "unknown field " + quote_key(key) + " in a " + op_name(out.op) + " request");
 
+    // A request of this protocol: what is wrong from here on is a field's value.
+    code = ErrorCode::BadInput;
     switch (out.op) {
         case Request::Op::Start: return parse_start(root, formats, out.start, error);
         case Request::Op::Snapshot:
@@ -466,12 +469,19 @@ bool parse_json_strict(std::string_view text, size_t max_depth, json& out, std::
     }
 }
 
-bool parse_request(std::string_view text, const std::vector<std::string>& formats, Request& out, std::string& error) {
+bool parse_request(std::string_view text, const std::vector<std::string>& formats, Request& out, std::string& error,
+                   ErrorCode& code) {
     try {
-        return parse_validated(text, formats, out, error);
-    } catch (const std::exception& e) {
+        return parse_validated(text, formats, out, error, code);
+    } catch (const std::exception& e) {  // std::bad_alloc: nothing else throws
+        code = ErrorCode::Internal;
         return fail(error, "internal error while parsing the request: " + sanitize(e.what(), 160));
     }
+}
+
+bool parse_request(std::string_view text, const std::vector<std::string>& formats, Request& out, std::string& error) {
+    ErrorCode code;
+    return parse_request(text, formats, out, error, code);
 }
 
 std::string encode_request(const Request& r) {

@@ -40,6 +40,11 @@ constexpr double kMinRateHz = 1;
 constexpr double kMaxRateHz = 10000;
 constexpr double kMaxDurationS = 31 * 24 * 3600;  // 31 days
 
+// The code of an error message (docs/agent-protocol.md, "Errors").
+enum class ErrorCode { Protocol, BadInput, Forbidden, CannotProfile, Limit, Internal };
+// "protocol", "bad_input", "forbidden", "cannot_profile", "limit", "internal".
+const char* error_code_name(ErrorCode code);
+
 struct StartRequest {
     // The target: exactly one of pids, all_python, cgroups, launched_pid.
     std::vector<pid_t> pids;
@@ -83,6 +88,13 @@ const char* op_name(Request::Op op);
 // unspecified. Never throws.
 bool parse_request(std::string_view json, const std::vector<std::string>& formats, Request& out,
                    std::string& error);
+// The same, with the code the agent answers the error with: Protocol when the text is not
+// a request of this protocol (over kMaxRequestBytes, not JSON, nested too deep, a duplicate
+// field, not an object, a bad "v" or "op", "attachments", an unknown field), BadInput when
+// it is one but a field's value is refused (type, range, duplicates, the start target).
+// The agent closes the connection after a Protocol error only.
+bool parse_request(std::string_view json, const std::vector<std::string>& formats, Request& out,
+                   std::string& error, ErrorCode& code);
 // The JSON text of a request (what a client sends); parse_request(encode_request(r)) == r
 // for a valid r whose other ops' fields are at their defaults and whose text fits in
 // kMaxRequestBytes (every field is written, defaults included: the text of a request that
@@ -114,9 +126,6 @@ std::string encode_message_header(nlohmann::json header, const std::vector<uint6
 // Header builders: each returns the header object of one message type, to pass to
 // encode_message (with the attachments, for "profile") or encode_message_header.
 
-enum class ErrorCode { Protocol, BadInput, Forbidden, CannotProfile, Limit, Internal };
-// "protocol", "bad_input", "forbidden", "cannot_profile", "limit", "internal".
-const char* error_code_name(ErrorCode code);
 // {"v":1,"type":"error","code":...,"message":...}; the message is made one line (control
 // characters become spaces).
 nlohmann::json error_header(ErrorCode code, std::string_view message);
