@@ -769,11 +769,11 @@ TEST(AgentProtocol, MessageHeadersAsDocumented) {
     added.pid = 1234;
     added.announce = true;
     added.comm = "python3";
-    added.python = "3.12.3";
+    added.python = "CPython 3.12.3";
     added.description = "python3 app.py";
     added.labels = {{"pod", "web-1"}, {"namespace", "default"}};
     EXPECT_EQ(event_header(added), json::parse(R"({"v":1,"type":"event","kind":"target_added","pid":1234,
-        "announce":true,"comm":"python3","python":"3.12.3","description":"python3 app.py",
+        "announce":true,"comm":"python3","python":"CPython 3.12.3","description":"python3 app.py",
         "labels":{"namespace":"default","pod":"web-1"}})"));
     Event scanned;
     scanned.kind = EventKind::AllPythonScanned;
