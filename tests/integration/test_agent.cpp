@@ -93,7 +93,10 @@ protected:
 
     void SetUp() override {
         dir = temp_dir();
-        chmod(dir.c_str(), 0755);
+        // The test users reach the socket and their output directories through it.
+        for (auto d = std::filesystem::path(dir); d != d.parent_path() && d.string().rfind("/tmp/", 0) == 0;
+             d = d.parent_path())
+            chmod(d.c_str(), 0755);
         socket = dir + "/agent.sock";
         for (auto& u : {"pbp-test-a", "pbp-test-b", "pbp-test-adm"}) {
             std::string d = dir + "/" + u;
@@ -226,7 +229,7 @@ TEST_F(Agent, AllPythonOfAUserIsThatUsersOnly) {
     Child mine = busy("pbp-test-a");
     Child theirs = busy("pbp-test-b");
     std::string o = out("pbp-test-a", "all.json");
-    Child c(as_user("pbp-test-a", {pybpfprof_bin(), "-q", "--all-python", "-d", "4", "-o", o}, socket), dir);
+    Child c(as_user("pbp-test-a", {pybpfprof_bin(), "--all-python", "-d", "4", "-o", o}, socket), dir);
     ASSERT_TRUE(c.wait_for_err("profiling every CPython process of user pbp-test-a", 30)) << c.err() << agent.err();
     std::this_thread::sleep_for(1s);
     Child later = busy("pbp-test-a", 30);  // started after the session began

@@ -231,7 +231,12 @@ void Server::send(Conn& c, const json& header, const std::vector<std::string>& a
         c.out.clear();
         c.out_off = 0;
     }
-    c.out += encode_message(header, attachments);
+    try {
+        c.out += encode_message(header, attachments);
+    } catch (const std::exception& e) {
+        // Over the protocol's limits (a profile over 1 GiB): said instead of sent.
+        c.out += encode_error(ErrorCode::Internal, std::string("the answer cannot be sent: ") + e.what());
+    }
     on_writable(c);
 }
 
@@ -264,7 +269,7 @@ void Server::on_writable(Conn& c) {
     }
     if (pending != c.want_out) {
         epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP | (pending ? EPOLLOUT : 0);
+        ev.events = EPOLLIN | EPOLLRDHUP | (pending ? static_cast<uint32_t>(EPOLLOUT) : 0u);
         ev.data.fd = c.fd;
         epoll_ctl(epfd_, EPOLL_CTL_MOD, c.fd, &ev);
         c.want_out = pending;
@@ -345,8 +350,10 @@ void Server::on_readable(Conn& c) {
 void Server::handle(Conn& c, const std::string& frame) {
     Request r;
     std::string error;
-    if (!parse_request(frame, formats_, r, error)) {
-        fail(c, "protocol", error, true);
+    ErrorCode code = ErrorCode::Protocol;
+    if (!parse_request(frame, formats_, r, error, code)) {
+        // Not this protocol: the connection ends. A refused field: the client may go on.
+        fail(c, error_code_name(code), error, code == ErrorCode::Protocol);
         return;
     }
     switch (r.op) {
@@ -355,14 +362,14 @@ void Server::handle(Conn& c, const std::string& frame) {
             break;
         case Request::Op::Start:
             if (c.started) {
-                fail(c, "protocol", "this connection already has a session; open another connection for another", true);
+                fail(c, "bad_input", "this connection already has a session; open another connection for another", false);
                 return;
             }
             start(c, r.start);
             break;
         case Request::Op::Snapshot:
             if (!c.session && !c.finished) {
-                fail(c, "protocol", "snapshot before start: send a start request first", true);
+                fail(c, "bad_input", "snapshot before start: send a start request first", false);
                 return;
             }
             send_profile(c, c.finished ? *c.finished : c.session->snapshot(),
@@ -370,7 +377,7 @@ void Server::handle(Conn& c, const std::string& frame) {
             break;
         case Request::Op::Stop: {
             if (!c.session && !c.finished) {
-                fail(c, "protocol", "stop before start: send a start request first", true);
+                fail(c, "bad_input", "stop before start: send a start request first", false);
                 return;
             }
             if (c.session) finish_session(c, "");
@@ -383,8 +390,8 @@ void Server::handle(Conn& c, const std::string& frame) {
     }
 }
 
+// A refused start leaves the connection open for another start.
 void Server::start(Conn& c, const StartRequest& r) {
-    c.started = true;
     const Caller caller = c.caller;
     const bool admin = c.admin;
     const std::string who = "uid " + std::to_string(caller.uid) + (caller.user.empty() ? "" : " (" + caller.user + ")");
@@ -394,14 +401,14 @@ void Server::start(Conn& c, const StartRequest& r) {
                  (cfg_.admin_group.empty() ? std::string(" (none is configured: the agent's --admin-group)")
                                            : " (" + cfg_.admin_group + ")") +
                  "; profile your own processes with --pid or --all-python",
-             true);
+             false);
         return;
     }
     if (sessions_of(caller.uid) >= cfg_.max_sessions_per_user) {
         fail(c, "limit",
              who + " already has " + std::to_string(cfg_.max_sessions_per_user) +
                  " sessions, the most the agent allows per user (its --max-sessions-per-user); stop one first",
-             true);
+             false);
         return;
     }
     double duration = r.duration_s;
@@ -411,7 +418,7 @@ void Server::start(Conn& c, const StartRequest& r) {
             std::ostringstream m;
             m << "a duration of " << duration << " s is over the agent's limit of " << cfg_.max_duration_s
               << " s per session (its --max-duration); ask for less";
-            fail(c, "limit", m.str(), true);
+            fail(c, "limit", m.str(), false);
             return;
         }
         if (duration <= 0) {
@@ -452,9 +459,10 @@ void Server::start(Conn& c, const StartRequest& r) {
     Session* s = engine_->subscribe(sc, sink, st);
     if (!s) {
         log("refused " + who + " (pid " + std::to_string(caller.pid) + "): " + st.message);
-        fail(c, failure_code(st.failure), st.message, true);
+        fail(c, failure_code(st.failure), st.message, false);
         return;
     }
+    c.started = true;
     c.session = s;
     c.session_id = c.id;
     c.req = r;

@@ -37,6 +37,7 @@ int agent_command(int argc, char** argv) {
     app.add_option("--btf", cfg.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
     app.add_option("--node-root", cfg.node_root, "Where the node's root file system is (in a container: /host)");
     auto* status = app.add_subcommand("status", "List the sessions (yours; every session for root and admins)");
+    status->fallthrough();  // --socket after "status" too
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

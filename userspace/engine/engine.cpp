@@ -68,7 +68,7 @@ Status cgroup_mount(const EngineConfig& cfg, std::string& mount) {
     return {};
 }
 
-std::string target_text(const TargetSpec& t) {
+std::string describe_targets(const TargetSpec& t) {
     std::string s;
     if (!t.cgroups.empty()) {
         for (auto& c : t.cgroups) s += (s.empty() ? "cgroup " : ", ") + c;
@@ -94,7 +94,7 @@ struct Session::WatchedCgroup {
 
 Session::Session(Engine& engine, SessionConfig cfg, EventSink sink)
     : engine_(engine), cfg_(std::move(cfg)), sink_(std::move(sink)), agg_(new Aggregator(*engine.store_)) {
-    target_text_ = target_text(cfg_.targets);
+    target_text_ = describe_targets(cfg_.targets);
 }
 
 Session::~Session() = default;
@@ -666,7 +666,7 @@ void Engine::stop_sampling() {
 }
 
 Profile Engine::stop(Session* s) {
-    if (sessions_.size() == 1) stop_sampling();
+    if (sessions_.size() == 1 && !cfg_.idle_without_sessions) stop_sampling();
     else sampler_->drain();
     registry_->refresh_thread_names();
     registry_->mark_gone_exited();
@@ -681,7 +681,25 @@ Profile Engine::stop(Session* s) {
     forget_unused(*s);
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [&](auto& p) { return p.get() == s; }),
                     sessions_.end());
+    if (sessions_.empty() && sampling_) reset_caches();
     return out;
+}
+
+// No session left: every stack, frame and process the engine knows is dropped, so an idle
+// engine holds what a new one does however many sessions came and went.
+void Engine::reset_caches() {
+    for (pid_t pid : std::set<pid_t>(live_)) forget_in_bpf(pid);
+    pending_.clear();
+    exits_.clear();
+    auto log = [this](const std::string& m) { debug(m); };
+    symbolizer_ = std::make_unique<Symbolizer>();
+    if (cfg_.knobs.debug) symbolizer_->set_debug_log(log);
+    store_ = std::make_unique<StackStore>(*symbolizer_,
+                                          [this](uint64_t id, pbp_stack& out) { return sampler_->lookup_stack(id, out); });
+    registry_ = std::make_unique<ProcessRegistry>();
+    discoverer_ = std::make_unique<Discoverer>();
+    first_seen_.clear();
+    first_stack_.clear();
 }
 
 // What only the stopped session used is dropped, so a long-lived engine (the agent) does not

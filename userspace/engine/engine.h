@@ -64,6 +64,9 @@ struct EngineConfig {
     // Which execs BPF reports: every exec (--all-python, launched commands, a --pid followed
     // through exec), or only those under the cgroups the sessions watch (--cgroup).
     bool execs_only_in_cgroups = false;
+    // false (the CLI): stopping the last session stops sampling for good. true (the agent):
+    // the engine idles until the next subscribe.
+    bool idle_without_sessions = false;
     Knobs knobs;
 };
 
@@ -89,6 +92,8 @@ struct SessionConfig {
     // Stop after this long (0: when stopped, or when the targets are gone). A --cgroup that
     // does not exist yet is waited for this long (without a duration it is an error).
     double duration_s = 0;
+    // Samples per second per CPU; 0: EngineConfig::rate_hz.
+    double rate_hz = 0;
     // Empty: every process. The agent sets the caller's access rule here.
     AdmitRule admit;
 };
@@ -225,6 +230,7 @@ private:
     void check_done(Session& s, uint64_t now);
     void stop_sampling();
     void forget_unused(const Session& gone);
+    void reset_caches();
 
     EngineConfig cfg_;
     std::unique_ptr<BpfSampler> sampler_;
