@@ -174,7 +174,7 @@ private:
     void status(Conn& c);
     void send(Conn& c, const json& header, const std::vector<std::string>& attachments = {});
     void fail(Conn& c, const std::string& code, const std::string& message, bool close_after);
-    void finish_session(Conn& c, const std::string& reason);
+    void finish_session(Conn& c, std::string reason);
     void housekeeping(uint64_t now);
     void close_conn(int fd);
     size_t sessions_of(uid_t uid) const;
@@ -485,7 +485,7 @@ void Server::start(Conn& c, const StartRequest& r) {
 }
 
 // Ends c's session in the engine now (its targets are released) and keeps its profile.
-void Server::finish_session(Conn& c, const std::string& reason) {
+void Server::finish_session(Conn& c, std::string reason) {  // by value: it may be the session's own
     if (!c.session) return;
     c.facts.targets_ever = c.session->targets_ever();
     c.facts.exited_early = c.session->exited_early();
