@@ -188,6 +188,7 @@ private:
     std::map<int, std::unique_ptr<Conn>> conns_;
     uint64_t next_id_ = 1;
     uint64_t last_housekeeping_ = 0;
+    uint64_t accept_paused_until_ = 0;
 };
 
 Server::~Server() {
@@ -281,8 +282,13 @@ void Server::accept_all() {
         int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno == EMFILE || errno == ENFILE)
-                log("out of file descriptors: connections wait in the backlog");  // retried next turn
+            if (errno == EMFILE || errno == ENFILE) {
+                // Out of descriptors: new connections wait in the backlog, and the listening
+                // socket is left alone for 100 ms (it stays readable: no busy loop).
+                log("out of file descriptors: new connections wait");
+                epoll_ctl(epfd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+                accept_paused_until_ = mono_ns() + 100 * kMs;
+            }
             return;
         }
         auto c = std::make_unique<Conn>();
@@ -542,6 +548,13 @@ void Server::status(Conn& c) {
 }
 
 void Server::housekeeping(uint64_t now) {
+    if (accept_paused_until_ && now >= accept_paused_until_) {
+        accept_paused_until_ = 0;
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = listen_fd_;
+        epoll_ctl(epfd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    }
     std::vector<int> to_close;
     for (auto& [fd, cp] : conns_) {
         Conn& c = *cp;
@@ -584,8 +597,9 @@ void Server::run(const std::atomic<int>& stop) {
     epoll_event evs[64];
     int wake_fd = engine_->wait_fd();
     while (!stop) {
+        bool woke = false;
         bool any_session = std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; });
-        int timeout = any_session ? 50 : 1000;
+        int timeout = any_session || accept_paused_until_ ? 50 : 1000;
         int n = epoll_wait(epfd_, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log(std::string("epoll_wait failed: ") + strerror(errno));
@@ -597,7 +611,10 @@ void Server::run(const std::atomic<int>& stop) {
                 accept_all();
                 continue;
             }
-            if (fd == wake_fd) continue;  // samples: consumed by the engine's poll below
+            if (fd == wake_fd) {  // records (samples, or execs while idle): consumed by the poll below
+                woke = true;
+                continue;
+            }
             auto it = conns_.find(fd);
             if (it == conns_.end()) continue;
             Conn& c = *it->second;
@@ -616,7 +633,8 @@ void Server::run(const std::atomic<int>& stop) {
                 on_readable(c);
             }
         }
-        if (any_session || std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; })) {
+        if (woke || any_session ||
+            std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; })) {
             int r = engine_->poll(0);
             if (r < 0 && r != -EINTR) log("ring buffer poll failed: " + std::string(strerror(-r)));
         }
