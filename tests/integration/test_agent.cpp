@@ -68,6 +68,13 @@ std::set<pid_t> pids_in(const RProfile& p) {
     return out;
 }
 
+// The agent's binary: $PBP_AGENT_BIN (a sanitized build, tests/tools/agent-sanitized), else
+// the one under test. Clients are always the one under test.
+std::string agent_bin() {
+    const char* b = getenv("PBP_AGENT_BIN");
+    return b && *b ? b : pybpfprof_bin();
+}
+
 uid_t uid_of(const std::string& user) { return static_cast<uid_t>(std::stoul(run({"id", "-u", user}).out)); }
 
 size_t lines_of(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
@@ -107,7 +114,7 @@ protected:
     }
 
     void start_agent(std::vector<std::string> extra = {}) {
-        std::vector<std::string> a{pybpfprof_bin(), "agent", "--socket", socket, "--admin-group", "pbp-test-admins"};
+        std::vector<std::string> a{agent_bin(), "agent", "--socket", socket, "--admin-group", "pbp-test-admins"};
         a.insert(a.end(), extra.begin(), extra.end());
         agent = Child(a, dir);
         for (int i = 0; i < 200; i++) {
@@ -403,7 +410,7 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
 
 TEST_F(Agent, RestartsReplaceAStaleSocket) {
     // A second agent on a live socket is refused.
-    auto second = run({pybpfprof_bin(), "agent", "--socket", socket}, 30);
+    auto second = run({agent_bin(), "agent", "--socket", socket}, 30);
     EXPECT_EQ(second.status, 1);
     EXPECT_NE(second.err.find("another agent is already listening on " + socket), std::string::npos) << second.err;
     // Killed: the socket file stays behind, stale; a new agent replaces it.

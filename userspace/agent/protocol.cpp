@@ -221,7 +221,7 @@ const char* const kOpList = "\"start\", \"snapshot\", \"stop\", \"status\"";
 const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> start = {"v",          "op",        "pids",   "all_python", "cgroups",
                                                 "launched_pid", "command",   "rate_hz", "duration_s", "max_depth",
-                                                "format",     "report",    "group_by", "progress"};
+                                                "format",     "report",    "group_by", "progress", "children"};
     static const std::set<std::string> snapshot = {"v", "op", "format", "report"};
     static const std::set<std::string> stop = {"v", "op", "output_name"};
     static const std::set<std::string> status = {"v", "op"};
@@ -281,6 +281,10 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
     }
     if (auto it = obj.find("launched_pid"); it != obj.end())
         if (!check_pid(*it, "launched_pid", s.launched_pid, error)) return false;
+    if (auto it = obj.find("children"); it != obj.end()) {
+        if (s.pids.empty()) return fail(error, "field 'children' is only allowed with 'pids'");
+        if (!check_bool(obj, "children", s.children, error)) return false;
+    }
     if (auto it = obj.find("command"); it != obj.end()) {
         if (s.launched_pid == 0) return fail(error, "field 'command' is only allowed with 'launched_pid'");
         const json& v = *it;
@@ -492,6 +496,7 @@ std::string encode_request(const Request& r) {
         case Request::Op::Start: {
             const StartRequest& s = r.start;
             if (!s.pids.empty()) j["pids"] = s.pids;
+            if (s.children) j["children"] = true;
             if (s.all_python) j["all_python"] = true;
             if (!s.cgroups.empty()) j["cgroups"] = s.cgroups;
             if (s.launched_pid != 0) {

@@ -51,6 +51,7 @@ struct StartRequest {
     bool all_python = false;
     std::vector<std::string> cgroups;
     pid_t launched_pid = 0;
+    bool children = false;             // only with pids: their descendants too, new ones included
     std::vector<std::string> command;  // only with launched_pid; for display
     double rate_hz = 99;
     double duration_s = 0;  // 0: until stopped

@@ -435,6 +435,7 @@ void Server::start(Conn& c, const StartRequest& r) {
 
     SessionConfig sc;
     sc.targets.pids = r.pids;
+    sc.targets.children = r.children;
     sc.targets.all_python = r.all_python;
     sc.targets.cgroups = r.cgroups;
     sc.targets.held_child = r.launched_pid;

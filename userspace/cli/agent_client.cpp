@@ -106,6 +106,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     req.op = agent::Request::Op::Start;
     agent::StartRequest& s = req.start;
     s.pids = o.pids;
+    s.children = o.subprocesses;
     s.all_python = o.all_python;
     s.cgroups = o.cgroups;
     s.rate_hz = o.rate_hz;

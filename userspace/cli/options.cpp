@@ -75,6 +75,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     std::vector<std::string> pids, formats_given;
     std::string rate, duration, max_depth;
     app.add_option("-p,--pid", pids, "Profile this running process (repeatable)");
+    app.add_flag("-s,--subprocesses", o.subprocesses,
+                 "With --pid: their child processes too, those running now and those started later");
     app.add_flag("-a,--all-python", o.all_python,
                  "Profile every CPython process on the machine, including ones started later");
     app.add_option("-c,--cgroup", o.cgroups,
@@ -152,6 +154,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     if (modes == 0)
         return fail("nothing to profile; give --pid PID, --all-python, --cgroup POD|CGROUP, or -- COMMAND ARGS");
     if (modes > 1) return fail("choose one of --pid, --all-python/--cgroup and -- COMMAND, not several");
+    if (o.subprocesses && o.pids.empty())
+        return fail("--subprocesses goes with --pid (a launched command's children, --all-python and --cgroup "
+                    "include child processes already)");
     return true;
 }
 

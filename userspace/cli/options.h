@@ -9,6 +9,7 @@ namespace pbp {
 
 struct Options {
     std::vector<pid_t> pids;
+    bool subprocesses = false;         // --subprocesses: the --pid processes' descendants too
     bool all_python = false;
     std::vector<std::string> cgroups;  // --cgroup: cgroup paths, pod UIDs, namespace/name, container IDs
     std::string node_root = "/";       // where the node's /var/log/pods etc. are (agent containers: /host)

@@ -33,7 +33,11 @@ int run_record(const Options& o) {
     ec.execs_only_in_cgroups = !o.cgroups.empty();
     ec.knobs = Knobs::from_environment();
     SessionConfig sc;
-    sc.targets = {o.pids, o.all_python, o.cgroups, o.command};
+    sc.targets.pids = o.pids;
+    sc.targets.children = o.subprocesses;
+    sc.targets.all_python = o.all_python;
+    sc.targets.cgroups = o.cgroups;
+    sc.targets.command = o.command;
     sc.duration_s = o.duration_s;
 
     std::string out_path, error;

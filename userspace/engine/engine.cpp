@@ -112,7 +112,7 @@ bool Session::admits(pid_t pid, std::string* why) const {
 }
 
 bool Session::in_launch_tree(pid_t pid, pid_t ppid) {
-    if (!launched_pid_) return false;
+    if (launch_tree_.empty()) return false;
     if (launch_tree_.count(pid) || launch_tree_.count(ppid)) {
         launch_tree_.insert(pid);
         return true;
@@ -340,6 +340,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         s->launch_tree_.insert(t.held_child);
     }
 
+    if (t.children) launch_tree_roots(*s);
     Session* sp = s.get();
     sessions_.push_back(std::move(s));
     sp->start_mono_ns_ = mono_ns();
@@ -347,6 +348,14 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     if (cfg.duration_s > 0) sp->deadline_ns_ = sp->start_mono_ns_ + static_cast<uint64_t>(cfg.duration_s * 1e9);
 
     for (auto& target : initial) register_target(*sp, target, true);
+    if (t.children) {
+        // Their descendants running now; later ones arrive as forks and execs.
+        std::vector<pid_t> found;
+        for (pid_t pid : procfs::all_pids())
+            if (!sp->launch_tree_.count(pid))
+                if (auto st = procfs::read_status(pid); st && sp->in_launch_tree(pid, st->ppid)) found.push_back(pid);
+        scan(*sp, found, true);
+    }
     if (!t.cgroups.empty()) {
         for (size_t i = 0; i < sp->cgroups_.size(); i++) {
             if (sp->cgroups_[i].target.abs_path.empty()) continue;
@@ -458,6 +467,10 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
     if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
     s.event(e);
     return true;
+}
+
+void Engine::launch_tree_roots(Session& s) {
+    for (pid_t pid : s.cfg_.targets.pids) s.launch_tree_.insert(pid);
 }
 
 void Engine::forget_in_bpf(pid_t pid) {

@@ -73,6 +73,7 @@ struct EngineConfig {
 // What one session profiles: one of these kinds.
 struct TargetSpec {
     std::vector<pid_t> pids;           // running processes (followed through exec)
+    bool children = false;             // with pids: their descendants too, present and future
     bool all_python = false;           // every CPython process, new ones too
     std::vector<std::string> cgroups;  // cgroup paths, pod UIDs, namespace/name, container IDs
     std::vector<std::string> command;  // launched, with its descendants
@@ -230,6 +231,7 @@ private:
     void check_done(Session& s, uint64_t now);
     void stop_sampling();
     void forget_unused(const Session& gone);
+    void launch_tree_roots(Session& s);
     void reset_caches();
 
     EngineConfig cfg_;
