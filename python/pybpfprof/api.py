@@ -99,7 +99,7 @@ class Profile(object):
     """What ``profile()`` returns: a context manager that profiles its block, then holds
     the result.
 
-    After the block: ``path`` (the file written), ``format``, ``samples``, ``processes``,
+    After the block: ``path`` (the file written, made absolute when the block began), ``format``, ``samples``, ``processes``,
     ``threads``, ``lost``, ``duration`` (seconds), ``top`` (a list of TopFunction:
     (self %, total %, function, "file:line")), ``top_text`` (the same as text),
     ``summary`` (the agent's summary dict), ``result`` (the ProfileResult: the bytes),
@@ -137,8 +137,11 @@ class Profile(object):
 
     # ---- context manager ----------------------------------------------------------------
     def __enter__(self):
+        # Absolute now: the block may change the working directory.
+        self.path = os.path.abspath(self.path)
         _check_writable_dir(self.path, "profile")
         if self.report_path is not None:
+            self.report_path = os.path.abspath(self.report_path)
             _check_writable_dir(self.report_path, "report")
         self.started_at = datetime.datetime.now()
         self._session.start()

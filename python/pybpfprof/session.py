@@ -16,6 +16,7 @@ itself (root, or CAP_BPF and CAP_PERFMON) runs ``pybpfprof --pid PID ...`` as a 
 stopped with SIGINT. Otherwise ``start()`` raises AgentUnavailableError.
 """
 
+import atexit
 import collections
 import os
 import queue
@@ -27,6 +28,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 
 from . import _protocol
 from ._errors import AgentUnavailableError, ProfilingError, ProfilingWarning
@@ -36,6 +38,19 @@ __all__ = ["Session", "ProfileResult", "TopFunction", "parse_top", "parse_counts
            "may_load_bpf"]
 
 BIN_ENV = "PYBPFPROF_BIN"
+
+# Sessions still running when the interpreter exits are closed (their profile discarded):
+# a pybpfprof child process must not outlive its caller.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_sessions():
+    for s in list(_live):
+        try:
+            s.close()
+        except Exception:
+            pass
 
 # The agent's warning when it caps a session that asked for no duration (server.cpp,
 # Server::start). Deferred: it is said only if the session does end that way.
@@ -235,6 +250,7 @@ class Session(object):
             self._impl = impl
             self._owner = os.getpid()
             self.backend = impl.name
+            _live.add(self)
         self._flush_warnings()
         return self
 

@@ -604,6 +604,18 @@ class AgentApi(Helpers):
         with self.assertRaises(ValueError):
             pybpfprof.profile(out("f.txt"))
 
+    def test_a_relative_path_is_where_the_block_began(self):
+        cwd = os.getcwd()
+        os.chdir(OUT)
+        try:
+            with pybpfprof.profile("relative.folded") as p:
+                os.chdir("/")
+                hot_loop(0.5)
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(p.path, out("relative.folded"))
+        self.assertTrue(os.path.exists(out("relative.folded")))
+
     def test_an_exception_in_the_block_propagates_and_the_profile_is_written(self):
         class Boom(Exception):
             pass
@@ -765,6 +777,16 @@ class RootDirect(Helpers):
         with open(out("root-report.html"), "rb") as f:
             self.assertIn(b"hot_loop", f.read())
         self.assertIn("hot_loop", p._repr_html_())
+
+    def test_a_session_left_running_ends_with_the_interpreter(self):
+        code = ("import pybpfprof; s = pybpfprof.Session().start(); "
+                "print(s.backend, s._impl.proc.pid, s._impl.tmpdir, flush=True)")
+        r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, universal_newlines=True, timeout=120)
+        self.assertEqual(r.returncode, 0)
+        backend, pid, tmpdir = r.stdout.split()
+        self.assertEqual(backend, "direct")
+        self.assertFalse(os.path.exists("/proc/%s" % pid), "the pybpfprof child outlived its caller")
+        self.assertFalse(os.path.exists(tmpdir))
 
     def test_session_without_agent(self):
         s = pybpfprof.Session(format="speedscope").start()
