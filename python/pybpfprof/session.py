@@ -206,6 +206,7 @@ class Session(object):
             if duration == 0:
                 duration = None
         self.duration = duration
+        format = format.lower() if isinstance(format, str) else format
         if format not in format_names():
             raise ValueError("format %r is not an output format; choose one of %s" % (format, ", ".join(format_names())))
         self.format = format

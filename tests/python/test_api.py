@@ -765,6 +765,8 @@ class RootDirect(Helpers):
         doc, frames = read_speedscope(path)
         self.assertIn(sub.pid, speedscope_pids(doc))
         self.assertTrue(leaf_lines(doc, frames, "child_spin"))
+        self.assertGreaterEqual(p.processes, 1)
+        self.assertIn("child_spin", p.top_text)
 
     def test_exception_and_report(self):
         path = out("root-boom.folded")
