@@ -97,7 +97,6 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             (cfg.watch_exec ? PBP_WATCH_EXEC : 0) | (cfg.cgroup_filter ? PBP_WATCH_CGROUP : 0);
         s->skel_->rodata->nolp_chunk = chunks[attempt];
         s->skel_->rodata->section_timing = cfg.section_timing ? 1 : 0;
-        s->skel_->rodata->sample_period_ns = s->period_ns_;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
