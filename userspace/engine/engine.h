@@ -8,6 +8,13 @@
 // sample goes to the sessions that want its process, and the work per stack (reading the
 // BPF stack map, symbolizing) is done once for all of them.
 //
+// Each session has its own rate. The perf events sample every CPU at the fastest live
+// session's rate (raised when a faster session subscribes, before its targets are
+// registered; lowered when the fastest one stops), and every on-CPU record carries its CPU's
+// sampled clock: a slower session keeps the samples a timer at its own rate on that CPU would
+// have taken, each weighing its own period (engine/decimate.h). With idle_without_sessions
+// the perf events are closed while no session exists, and reopened by the next subscribe.
+//
 //   auto engine = Engine::start(config, status);
 //   Session* s = engine->subscribe(session_config, on_event, status);
 //   while (!s->done()) engine->poll(100);    // snapshot() at any time
@@ -62,6 +69,10 @@ struct EngineConfig {
     // Which execs BPF reports: every exec (--all-python, launched commands, a --pid followed
     // through exec), or only those under the cgroups the sessions watch (--cgroup).
     bool execs_only_in_cgroups = false;
+    // No perf event is open while no session exists (at start, and after the last session
+    // stops): an agent waiting for sessions costs nothing per sample. Off: the last session's
+    // stop ends sampling for good (the CLI).
+    bool idle_without_sessions = false;
     Knobs knobs;
 };
 
@@ -78,6 +89,9 @@ struct SessionConfig {
     // Stop after this long (0: when stopped, or when the targets are gone). A --cgroup that
     // does not exist yet is waited for this long (without a duration it is an error).
     double duration_s = 0;
+    // Samples per second per CPU for this session (0: EngineConfig::rate_hz), at most 10000.
+    // Its samples weigh 1 / rate_hz s each, whatever the engine's rate.
+    double rate_hz = 0;
 };
 
 // What the engine tells a session's owner while it runs.
@@ -122,6 +136,7 @@ public:
     const std::set<pid_t>& exited_early() const { return exited_early_; }
     bool launched() const { return launched_pid_ > 0; }
     const SessionConfig& config() const { return cfg_; }
+    double rate_hz() const { return rate_hz_; }  // its own (SessionConfig::rate_hz resolved)
 
 private:
     friend class Engine;
@@ -147,6 +162,7 @@ private:
     int64_t start_unix_ns_ = 0;
     std::string done_reason_;
     std::string target_text_;
+    double rate_hz_ = 0;
 };
 
 class Engine {
@@ -171,14 +187,18 @@ public:
     int poll(int timeout_ms);
 
     // Ends a session and returns its final profile (everything BPF holds drained first).
-    // When it was the last session, sampling stops for good: a later subscribe fails.
+    // When it was the last session, sampling stops for good: a later subscribe fails (with
+    // idle_without_sessions, sampling pauses instead until the next subscribe). When it was
+    // the fastest, the engine's rate drops to the fastest left.
     Profile stop(Session* s);
 
     // Engine-wide facts for status lines and summaries.
     uint64_t lost() const;
     uint32_t max_depth() const { return max_depth_; }
     bool uses_bpf_loop() const;
-    uint64_t period_ns() const;
+    uint64_t period_ns() const;  // of the engine's rate
+    // The rate the perf events sample at now: the fastest session's; 0 while paused or stopped.
+    double rate_hz() const;
     const EngineConfig& config() const { return cfg_; }
     // BPF statistics (summed over CPUs), indexed by enum pbp_stat.
     std::vector<uint64_t> bpf_stats() const;
@@ -202,6 +222,10 @@ private:
     bool attach_cgroup(Session& s, size_t i, Status& st);
     void check_done(Session& s, uint64_t now);
     void stop_sampling();
+    void pause_sampling();
+    // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
+    // none); false and error when the perf events cannot be reopened (the old rate is kept).
+    bool apply_rate(double joining_hz, std::string& error);
 
     EngineConfig cfg_;
     std::unique_ptr<BpfSampler> sampler_;
