@@ -175,15 +175,17 @@ TEST(Engine, TwoSessionsOneProgramEachWithItsOwnTargets) {
 // sample counts are those of its CPU time, not of how its runs fall between timer ticks (at
 // nice 0 next to two busy loops, a 49 Hz count came out 15% high over 1 s of CPU, as any 49 Hz
 // timer's would). Nice -19, in a session of its own with its autogroup at nice -19 too (with
-// autogroups a nice counts only against tasks of the same session; root may lower both).
-// Started after Engine::start, whose verifier it would otherwise slow down.
+// autogroups a nice counts only against tasks of the same session; root may lower both); not
+// on a single CPU, where it would starve the test itself. Started after Engine::start, whose
+// verifier it would otherwise slow down.
 pbp::test::Reporter favoured_spinner(const std::string& name) {
     std::string script = "import os\n"
-                         "os.setsid()\n"
-                         "try:\n"
-                         "    with open('/proc/self/autogroup', 'w') as f: f.write('-19')\n"
-                         "except OSError: pass\n"
-                         "os.nice(-19)\n"
+                         "if len(os.sched_getaffinity(0)) > 1:\n"
+                         "    os.setsid()\n"
+                         "    try:\n"
+                         "        with open('/proc/self/autogroup', 'w') as f: f.write('-19')\n"
+                         "    except OSError: pass\n"
+                         "    os.nice(-19)\n"
                          "def " + name + "():\n"
                          "    while True: pass\n"
                          "print('ready', flush=True)\n" + name + "()\n";
