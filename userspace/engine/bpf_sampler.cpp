@@ -17,6 +17,8 @@
 
 namespace pbp {
 
+static_assert(sizeof(pbp_event) == 64, "a ring-buffer record is 64 bytes (include/pybpfprof/abi.h)");
+
 namespace {
 
 std::vector<int> online_cpus() {
