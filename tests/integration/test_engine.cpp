@@ -156,12 +156,13 @@ TEST(Engine, TwoSessionsOneProgramEachWithItsOwnTargets) {
     EXPECT_TRUE(a.processes.count(p1.pid()));
     EXPECT_EQ(na.count("second_spin"), 0u) << "a session sees only its own targets";
     for (auto& f : a.frames.all()) EXPECT_NE(f.name, "second_spin") << "another session's frame leaked in";
-    // 199 Hz over 2 s: at least a quarter of a CPU each (two spinners share two CPUs).
-    EXPECT_GT(na["first_spin"], 100u);
+    // 199 Hz over 2 s: sampled all along, even on a loaded machine (this test is about what
+    // each session sees; the rates are checked by the tests below, against CPU time).
+    EXPECT_GT(na["first_spin"], 40u);
 
     ASSERT_EQ(b.processes.size(), 2u);
-    EXPECT_GT(nb["second_spin"], 100u);
-    EXPECT_GT(nb["first_spin"], 100u);
+    EXPECT_GT(nb["second_spin"], 40u);
+    EXPECT_GT(nb["first_spin"], 40u);
     // Session 2 joined later: none of its samples predate its start.
     for (auto& [pid, p] : b.processes)
         for (auto& [tid, t] : p.threads)
