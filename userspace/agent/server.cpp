@@ -157,6 +157,7 @@ private:
         uint64_t session_id = 0, start_ns = 0;
         std::string scope;
         std::string target;
+        bool capped = false;  // no duration asked: the agent's longest applies
         // Finished by itself (duration, exit, memory limit): kept until the client stops it.
         std::optional<Profile> finished;
         RunFacts facts;
@@ -484,11 +485,7 @@ void Server::start(Conn& c, const StartRequest& r) {
                  {"targets", s->targets_now()}};
     if (!c.scope.empty()) started["scope"] = c.scope;
     send(c, started);
-    if (capped) {
-        std::ostringstream m;
-        m << "the agent ends sessions after " << cfg_.max_duration_s << " s (its --max-duration)";
-        send(c, event_json({EngineEvent::Warning, 0, false, 0, m.str()}));
-    }
+    c.capped = capped;
 }
 
 // Ends c's session in the engine now (its targets are released) and keeps its profile.
@@ -502,6 +499,13 @@ void Server::finish_session(Conn& c, std::string reason) {  // by value: it may 
     c.session = nullptr;
     log("session " + std::to_string(c.session_id) + " of uid " + std::to_string(c.caller.uid) + " ended: " +
         (reason.empty() ? "stopped by its client" : reason) + ", " + std::to_string(c.final_samples) + " samples");
+    if (c.capped && reason == "duration reached") {
+        // Said when it happens, not at every start: most sessions end long before.
+        std::ostringstream m;
+        m << "the session reached the agent's limit of " << cfg_.max_duration_s
+          << " s per session (its --max-duration): the profile covers its first " << cfg_.max_duration_s << " s";
+        send(c, event_json({EngineEvent::Warning, 0, false, 0, m.str()}));
+    }
     if (!reason.empty()) send(c, {{"v", kProtocolVersion}, {"type", "done"}, {"reason", reason}});
 }
 
