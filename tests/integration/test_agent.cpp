@@ -418,6 +418,46 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
     EXPECT_EQ(st.status, 0) << st.err;
 }
 
+TEST_F(Agent, LimitsAreClearErrors) {
+    agent.signal(SIGTERM);
+    ASSERT_EQ(agent.wait(30), 0) << agent.err();
+    start_agent({"--max-sessions-per-user", "1", "--max-duration", "5", "--max-session-mb", "0.05"});
+    Child target = busy("pbp-test-a", 120);
+    // One session at a time for this user: a second is refused while the first runs.
+    std::string o1 = out("pbp-test-a", "first.json");
+    Child first(as_user("pbp-test-a", {pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "3", "-o", o1},
+                        socket),
+                dir);
+    ASSERT_TRUE(first.wait_for_err("profiling PID", 30)) << first.err() << agent.err();
+    auto second = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "1", "-o",
+                                        out("pbp-test-a", "second.json")});
+    EXPECT_EQ(second.status, 1) << second.err;
+    EXPECT_EQ(lines_of(second.err), 1u) << second.err;
+    EXPECT_NE(second.err.find("already has 1 session, the most the agent allows per user"), std::string::npos)
+        << second.err;
+    EXPECT_EQ(first.wait(30), 0) << first.err();
+    // Longer than the agent allows.
+    auto longer = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "10", "-o",
+                                        out("pbp-test-a", "long.json")});
+    EXPECT_EQ(longer.status, 1) << longer.err;
+    EXPECT_NE(longer.err.find("a duration of 10 s is over the agent's limit of 5 s per session"), std::string::npos)
+        << longer.err;
+    EXPECT_FALSE(std::filesystem::exists(out("pbp-test-a", "long.json")));
+    // Memory: 0.05 MiB of samples is reached in about 2 s at 999 Hz; the samples so far are kept.
+    std::string om = out("pbp-test-a", "memory.json");
+    auto mem = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-r", "999", "-o", om}, 60);
+    EXPECT_EQ(mem.status, 0) << mem.err;
+    EXPECT_NE(mem.err.find("over the agent's limit of 0.05 MiB per session"), std::string::npos) << mem.err;
+    EXPECT_GT(read_speedscope(om).total(), 500u);
+    // No duration: ended at the agent's longest, and said so then.
+    std::string oc = out("pbp-test-a", "capped.json");
+    auto capped = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-o", oc}, 60);
+    EXPECT_EQ(capped.status, 0) << capped.err;
+    EXPECT_NE(capped.err.find("the session reached the agent's limit of 5 s per session"), std::string::npos)
+        << capped.err;
+    EXPECT_TRUE(std::filesystem::exists(oc));
+}
+
 TEST_F(Agent, RestartsReplaceAStaleSocket) {
     // A second agent on a live socket is refused.
     auto second = run({agent_bin(), "agent", "--socket", socket}, 30);

@@ -36,7 +36,11 @@ constexpr size_t kMaxQueuedBytes = 8u << 20;  // progress is skipped while a cli
 
 void log(const std::string& m) { std::cerr << "pybpfprof-agent: " << m << "\n" << std::flush; }
 
-std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(size_t bytes) {
+    char b[32];
+    snprintf(b, sizeof b, "%.*f MiB", bytes >= (10u << 20) ? 0 : 2, bytes / 1048576.0);
+    return b;
+}
 
 json event_json(const EngineEvent& e) {
     static const char* kinds[] = {"target_added", "cgroup_waiting", "cgroup_watching", "all_python_scanned",
@@ -414,7 +418,8 @@ void Server::start(Conn& c, const StartRequest& r) {
     if (sessions_of(caller.uid) >= cfg_.max_sessions_per_user) {
         fail(c, "limit",
              who + " already has " + std::to_string(cfg_.max_sessions_per_user) +
-                 " sessions, the most the agent allows per user (its --max-sessions-per-user); stop one first",
+                 (cfg_.max_sessions_per_user == 1 ? " session" : " sessions") +
+                 ", the most the agent allows per user (its --max-sessions-per-user); stop one first",
              false);
         return;
     }
