@@ -99,7 +99,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     std::string format;
     app.add_option("-f,--format", format, "Output format: " + formats +
                                               " (default: from the -o extension: .html, .folded, .pb.gz, "
-                                              ".json; speedscope when there is no -o)");
+                                              ".json, .svg; speedscope when there is no -o)");
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", max_depth, "Deepest Python stack to collect (default: the most the kernel allows)");
     app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
