@@ -480,7 +480,11 @@ void SvgExporter::write(const Profile& prof, const ExportOptions& options, std::
     // Subtitle: what was profiled, for how long, how many samples, when.
     const RunInfo& run = prof.run;
     std::string subtitle = run.target.empty() ? std::string("pybpfprof") : run.target;
-    if (run.end_mono_ns > run.start_mono_ns) subtitle += " \xC2\xB7 " + fixed(run.duration_s(), 1) + " s";
+    if (run.end_mono_ns > run.start_mono_ns) {
+        char d[32];
+        std::snprintf(d, sizeof d, "%.1f s", run.duration_s());
+        subtitle += std::string(" \xC2\xB7 ") + d;
+    }
     if (run.rate_hz > 0) subtitle += " at " + fixed(run.rate_hz, 0) + " Hz";
     subtitle += " \xC2\xB7 " + samples_text(total ? tree.at(0).samples : 0);
     if (run.lost) subtitle += " (" + std::to_string(run.lost) + " lost)";
