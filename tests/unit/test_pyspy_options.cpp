@@ -191,8 +191,9 @@ TEST(PyspyOptions, BadInputIsOneSentence) {
 // documents, whatever the options.
 TEST(PyspyOptions, DumpAndTopAreNotAvailableYet) {
     const std::string dump =
-        "pybpfprof-py-spy: pybpfprof-py-spy dump is not available yet: it comes with pybpfprof's dump command (the "
-        "dump issue); until then record a profile instead: pybpfprof-py-spy record -p PID -d 5 -o profile.svg\n";
+        "pybpfprof-py-spy dump is not available yet: printing a process's current stacks comes with "
+        "pybpfprof's dump command (the dump issue); until then, record a profile: pybpfprof-py-spy record -p PID -d 5 "
+        "-o profile.svg\n";
     for (auto args : std::vector<std::vector<std::string>>{{"dump", "-p", "42"}, {"dump", "-p", "42", "--native"},
                                                            {"dump", "--pid", "42", "--locals", "--json"}, {"dump"}}) {
         Parsed p = parse(args);
@@ -205,7 +206,7 @@ TEST(PyspyOptions, DumpAndTopAreNotAvailableYet) {
     EXPECT_FALSE(top.ok);
     EXPECT_EQ(top.code, 2);
     EXPECT_EQ(lines(top.err), 1u);
-    EXPECT_EQ(top.err.rfind("pybpfprof-py-spy: pybpfprof-py-spy top is not available yet", 0), 0u) << top.err;
+    EXPECT_EQ(top.err.rfind("pybpfprof-py-spy top is not available yet", 0), 0u) << top.err;
 }
 
 TEST(PyspyOptions, HelpAndVersion) {

@@ -75,6 +75,13 @@ bool fail(int& code, const std::string& msg) {
     return false;
 }
 
+// A sentence that names the program itself ("pybpfprof-py-spy dump is ..."): no prefix.
+bool refuse(int& code, const std::string& sentence) {
+    std::cerr << sentence << "\n";
+    code = kExitBadInput;
+    return false;
+}
+
 bool print(int& code, const std::string& text) {
     std::cout << text;
     code = kExitOk;
@@ -292,16 +299,16 @@ bool parse_pyspy(int argc, char** argv, Options& o, int& code) {
         if (asks_help())
             return print(code, std::string("pybpfprof-py-spy dump -p PID: not available yet; it comes with "
                                            "pybpfprof's dump command. Until then it exits 2 with one line on stderr.\n"));
-        return fail(code, "pybpfprof-py-spy dump is not available yet: it comes with pybpfprof's dump command (the "
-                          "dump issue); until then record a profile instead: pybpfprof-py-spy record -p PID -d 5 -o "
-                          "profile.svg");
+        return refuse(code, "pybpfprof-py-spy dump is not available yet: printing a process's current stacks "
+                            "comes with pybpfprof's dump command (the dump issue); until then, record a profile: "
+                            "pybpfprof-py-spy record -p PID -d 5 -o profile.svg");
     }
     if (cmd == "top") {
         if (asks_help())
             return print(code, std::string("pybpfprof-py-spy top -p PID: not available yet. Until then it exits 2 "
                                            "with one line on stderr.\n"));
-        return fail(code, "pybpfprof-py-spy top is not available yet; record a profile instead: pybpfprof-py-spy "
-                          "record -p PID -d 10 -o profile.svg");
+        return refuse(code, "pybpfprof-py-spy top is not available yet; record a profile instead: "
+                            "pybpfprof-py-spy record -p PID -d 10 -o profile.svg");
     }
     return fail(code, "'" + cmd + "' is not a command; use record (dump and top are not available yet); see " +
                           std::string(kPyspyProgram) + " --help");
