@@ -12,6 +12,7 @@ FORMATS = (
     ("collapsed", ("folded", "collapsed")),
     ("html", ("html", "htm")),
     ("pprof", ("pb.gz", "pprof")),
+    ("svg", ("svg",)),
 )
 
 

@@ -1,15 +1,10 @@
 // pybpfprof: a system-wide CPython profiler built on eBPF.
-#include <unistd.h>
-
 #include <csignal>
 #include <cstring>
 
-#include "cli/agent_client.h"
 #include "cli/agent_command.h"
 #include "cli/options.h"
-#include "cli/record.h"
-#include "cli/terminal.h"
-#include "sys/preflight.h"
+#include "cli/run.h"
 
 int main(int argc, char** argv) {
     // A closed pipe (a launched command that died, a closed stdout) is an error to report,
@@ -19,15 +14,5 @@ int main(int argc, char** argv) {
     pbp::Options opts;
     int code = 0;
     if (!pbp::parse_options(argc, argv, opts, code)) return code;
-    // Without the privileges to load BPF, the agent profiles for this user, when one runs.
-    std::string error;
-    if (!pbp::check_privileges(error)) {
-        const std::string socket = pbp::agent_socket_path();
-        if (pbp::agent_reachable(socket)) return pbp::run_via_agent(opts, socket);
-        pbp::err("profiling needs root (or CAP_BPF and CAP_PERFMON), or the pybpfprof agent: run it with sudo, or "
-                 "have an administrator start the agent once (sudo systemctl enable --now pybpfprof-agent), after "
-                 "which you can profile your own processes as you are; no agent answers at " + socket);
-        return pbp::kExitError;
-    }
-    return pbp::run_record(opts);
+    return pbp::run_profile(opts);
 }
