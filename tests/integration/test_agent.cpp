@@ -250,8 +250,9 @@ TEST_F(Agent, KilledClientsFreeTheirSessions) {
     }
     EXPECT_EQ(st, "no sessions\n");
     const uint64_t after = rss_kib(agent.pid());
-    if (!sanitized_agent())
+    if (!sanitized_agent()) {
         EXPECT_LE(after, idle * 1.10) << "idle " << idle << " KiB, after 100 killed sessions " << after << " KiB";
+    }
     EXPECT_FALSE(std::filesystem::exists(out("pbp-test-a", "killed.json")));
 }
 
@@ -324,7 +325,9 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
     // Sampled all along: 99 Hz of its CPU time from 1 s after the session began.
     EXPECT_GE(prof.total(), static_cast<size_t>(cpu * 99 * 0.9)) << cpu << " s of CPU";
     EXPECT_TRUE(agent.running());
-    if (!sanitized_agent()) EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
+    if (!sanitized_agent()) {
+        EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
+    }
     auto st = run({pybpfprof_bin(), "agent", "status", "--socket", socket});
     EXPECT_EQ(st.status, 0) << st.err;
 }
