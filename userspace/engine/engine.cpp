@@ -160,6 +160,7 @@ RunInfo Session::run_info(uint64_t end_mono_ns) const {
     run.rate_hz = engine_.cfg_.rate_hz;
     run.period_ns = engine_.period_ns();
     run.kernel = kernel_release();
+    run.host = host_name();
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(engine_.max_depth_);
     run.bpf_loop = engine_.uses_bpf_loop();
