@@ -61,7 +61,7 @@ TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {
     EXPECT_EQ(o.format, "html");
     Options bad;
     EXPECT_FALSE(parse({"-a", "-f", "svgz"}, bad, code, &err));
-    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof\n");
+    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof|pbp\n");
     for (std::string name : {"x.svg", "x.pb", "profile"}) {
         Options u;
         EXPECT_FALSE(parse({"-a", "-o", name}, u, code, &err)) << name << " must not silently be speedscope";
