@@ -13,6 +13,7 @@ FORMATS = (
     ("html", ("html", "htm")),
     ("pprof", ("pb.gz", "pprof")),
     ("svg", ("svg",)),
+    ("pbp", ("pbp",)),
 )
 
 

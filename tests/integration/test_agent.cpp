@@ -21,7 +21,9 @@
 #include <thread>
 
 #include "real_agent.h"
+#include "export/raw.h"
 #include "speedscope_reader.h"
+#include "sys/preflight.h"
 #include "test_support.h"
 
 namespace pbp::test {
@@ -389,6 +391,26 @@ TEST_F(Agent, RestartsReplaceAStaleSocket) {
     agent.signal(SIGTERM);
     EXPECT_EQ(agent.wait(30), 0) << agent.err();
     EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// pybpfprof's own format through the agent (as a Dask worker's profile travels): the
+// user's file reads back with the agent machine's host and the samples, and the user merges
+// it into a report with no privilege at all.
+TEST_F(Agent, OwnFormatThroughTheAgentMergesWithoutPrivileges) {
+    Child target = busy("pbp-test-a");
+    const std::string o = out("pbp-test-a", "w.pbp"), html = out("pbp-test-a", "w.html");
+    auto r = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "2", "-o", o});
+    ASSERT_EQ(r.status, 0) << r.err << agent.err();
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(read_raw(read_file(o), p, error)) << error;
+    EXPECT_EQ(p.run.host, host_name());
+    ASSERT_EQ(p.processes.count(static_cast<uint32_t>(target.pid())), 1u);
+    EXPECT_GT(p.total_samples(), 100u);
+    auto m = run(as_user("pbp-test-a", {pybpfprof_bin(), "merge", o, "--label", "role=worker", "-o", html}), 60);
+    ASSERT_EQ(m.status, 0) << m.err;
+    EXPECT_NE(m.err.find("Wrote " + html + ": "), std::string::npos) << m.err;
+    EXPECT_NE(read_file(html).find("\"role\":\"worker\""), std::string::npos);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {
     EXPECT_EQ(o.format, "html");
     Options bad;
     EXPECT_FALSE(parse({"-a", "-f", "svgz"}, bad, code, &err));
-    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof|svg\n");
+    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof|svg|pbp\n");
     for (std::string name : {"x.svgz", "x.pb", "profile"}) {
         Options u;
         EXPECT_FALSE(parse({"-a", "-o", name}, u, code, &err)) << name << " must not silently be speedscope";

@@ -68,7 +68,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
 
     CLI::App app{"pybpfprof: a system-wide CPython profiler built on eBPF.\n"
                  "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.\n"
-                 "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]",
+                 "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]\n"
+                 "Other commands: pybpfprof merge FILE.pbp... -o OUT (merge profiles, from several machines too), "
+                 "pybpfprof agent (see their --help)",
                  "pybpfprof"};
     app.footer(kExitCodes);
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
@@ -99,7 +101,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     std::string format;
     app.add_option("-f,--format", format, "Output format: " + formats +
                                               " (default: from the -o extension: .html, .folded, .pb.gz, "
-                                              ".json, .svg; speedscope when there is no -o)");
+                                              ".json, .svg, .pbp; speedscope when there is no -o)");
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", max_depth, "Deepest Python stack to collect (default: the most the kernel allows)");
     app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");

@@ -172,6 +172,7 @@ RunInfo Session::run_info(uint64_t end_mono_ns) const {
     run.rate_hz = rate_hz_;  // the session's own: its samples weigh its period
     run.period_ns = period_of_rate(rate_hz_);
     run.kernel = kernel_release();
+    run.host = host_name();
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(engine_.max_depth_);
     run.bpf_loop = engine_.uses_bpf_loop();

@@ -11,6 +11,7 @@ std::unique_ptr<Exporter> make_collapsed_exporter();   // collapsed.cpp
 std::unique_ptr<Exporter> make_html_exporter();        // html_report.cpp
 std::unique_ptr<Exporter> make_pprof_exporter();       // pprof.cpp
 std::unique_ptr<Exporter> make_svg_exporter();         // svg.cpp
+std::unique_ptr<Exporter> make_raw_exporter();         // raw.cpp: pybpfprof's own format
 
 namespace {
 
@@ -26,6 +27,7 @@ const FormatEntry kFormats[] = {
     {"html", make_html_exporter},
     {"pprof", make_pprof_exporter},
     {"svg", make_svg_exporter},
+    {"pbp", make_raw_exporter},
 };
 
 }  // namespace
