@@ -442,7 +442,7 @@ TEST(MergeCommand, BadInputIsOneLineAndExitTwo) {
     expect_bad({a, cut, "-o", f.dir + "/out.html"}, cut + ": the file is truncated (the gzip data ends early)");
     expect_bad({a, "-o", f.dir + "/out.svgz"},
                "cannot tell the output format from the name " + f.dir + "/out.svgz; give -f " +
-                   "speedscope|collapsed|html|pprof|pbp, or end the name in " + known_extensions_text());
+                   "speedscope|collapsed|html|pprof|svg|pbp, or end the name in " + known_extensions_text());
     expect_bad({a, "-o", f.dir + "/no/such/dir/out.html"},
                "cannot write " + f.dir + "/no/such/dir/out.html: directory " + f.dir +
                    "/no/such/dir does not exist; create it or choose another -o path");
