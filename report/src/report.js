@@ -658,7 +658,7 @@
         ctx.globalAlpha = dim ? 0.18 : 1;
         ctx.fillStyle = prefixColor(l.prefix[j]);
         const x0 = x(l.start[j]), w = Math.max(1, x(l.stop[j]) - x0);
-        ctx.fillRect(LABEL_W + x0, y + 1, w, rh - 2);
+        ctx.fillRect(LABEL_W + x0, y + 1, w > 3 ? w - 1 : w, rh - 2);  // a gap between back-to-back tasks
         drawn++;
       }
       ctx.globalAlpha = 1;

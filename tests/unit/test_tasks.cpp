@@ -330,6 +330,8 @@ TEST(TaskReport, LanesAndPrefixScopingWorkInHeadlessChromium) {
     std::string dir = test::temp_dir();
     std::string file = dir + "/dask.html";
     std::ofstream(file) << render_html_report(r.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP"))
+        fs::copy_file(file, std::string(keep) + "/dask.html", fs::copy_options::overwrite_existing);
     std::ofstream(dir + "/expect.json") << json{{"functions", {"hot_loop", "Scheduler.transitions"}},
                                                  {"min_processes", 3},
                                                  {"task_lanes", 2},
