@@ -6,10 +6,10 @@
 
 #include "util.bpf.h"
 
-/* wake: the consumer must see this record now (a new stack: its code objects may be
- * short-lived, e.g. module bodies, so symbolize before they are freed). Other samples
- * are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
-static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id, __u32 depth,
+/* The record of sample si. wake: the consumer must see this record now (a new stack: its code
+ * objects may be short-lived, e.g. module bodies, so symbolize before they are freed). Other
+ * samples are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
+static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __u32 depth,
 				__u32 flags, __u32 reason, int wake)
 {
 	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -17,10 +17,10 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 		stat_add(PBP_STAT_RINGBUF_DROP, 1);
 		return 0;
 	}
-	e->ts_ns = ts;
+	e->ts_ns = si->now;
 	e->type = PBP_EV_SAMPLE;
-	e->pid = tgid;
-	e->tid = tid;
+	e->pid = si->tgid;
+	e->tid = si->tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->stack_id = stack_id;
 	e->flags = flags;
@@ -29,14 +29,15 @@ static __always_inline int emit(__u64 ts, __u32 tgid, __u32 tid, __u64 stack_id,
 	e->kind = PBP_KIND_CPU;
 	e->ppid = 0;
 	e->_pad2 = 0;
-	e->weight_ns = sample_period_ns;
+	e->weight_ns = si->period;
+	e->cpu_clock_ns = si->clock;
 	if (!wake)
 		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes;
 	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	stat_add(PBP_STAT_EMITTED, 1);
 	if (reason)
 		stat_add(PBP_STAT_REASON_BASE + reason, 1);
-	stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - ts);
+	stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - si->now);
 	return 0;
 }
 
@@ -71,18 +72,19 @@ static long shown_walk_cb(__u32 i, void *ctx)
 	return 0;
 }
 
-/* Store the walked stack (unless known) and emit the sample. use_loop: bpf_loop is there
- * (without it every new stack wakes the consumer). */
-static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 now,
-				       __u32 tgid, __u32 tid, __u64 t, int use_loop)
+/* Store the walked stack (unless known) and emit the sample (s->cur). use_loop: bpf_loop is
+ * there (without it every new stack wakes the consumer). */
+static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 t,
+				       int use_loop)
 {
+	const struct sample_info *si = &s->cur;
+	__u32 tgid = si->tgid;
 	if (s->cframe_check.stale) /* what was walked is stale: no stack */
-		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
+		return emit(si, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (st->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!st->depth)
-		return emit(now, tgid, tid, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME,
-			    0);
+		return emit(si, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME, 0);
 
 	__u64 id = st->hash ? st->hash : 1;
 	int fresh = 0;
@@ -94,7 +96,7 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 			stat_add(PBP_STAT_STACK_NEW, 1);
 			fresh = 1;
 		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
-			return emit(now, tgid, tid, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
+			return emit(si, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
 		}
 	}
 	*seen = id;
@@ -117,7 +119,7 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 	}
 	if (t)
 		time_section(PBP_STAT_T_STACKMAP, t);
-	return emit(now, tgid, tid, id, st->depth, st->flags, st->reason, wake);
+	return emit(si, id, st->depth, st->flags, st->reason, wake);
 }
 
 static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)

@@ -18,8 +18,9 @@ const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
 /* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
  * removes every timing instruction. */
 const volatile __u32 section_timing = 0;
-/* The weight of an on-CPU sample: the perf event's period, in ns. */
-const volatile __u64 sample_period_ns = 0;
+/* No sampling period here: an on-CPU sample's weight is its perf event's period
+ * (ctx->sample_period), so userspace changes the rate by reopening the perf events alone, and
+ * a record keeps the period it was made with. */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -82,10 +83,13 @@ struct walk_state {
 	__u32 reason;      /* enum pbp_reason */
 };
 
-/* The sample the no-bpf_loop walk continues in its tail calls (the process is looked up
- * again by tgid: a pointer to it cannot be kept in a map). */
-struct tail_call_sample {
+/* The sample being made: what each of its records carries. Set at entry, read again by the
+ * no-bpf_loop walk in its tail calls (the process is looked up again by tgid: a pointer to it
+ * cannot be kept in a map). */
+struct sample_info {
 	__u64 now;
+	__u64 period;      /* the perf event's period, ns: the weight */
+	__u64 clock;       /* the CPU's sampled clock after this event (pbp_event.cpu_clock_ns) */
 	__u32 tgid, tid;
 };
 
@@ -142,15 +146,17 @@ struct code_gen_sample {
 };
 
 /* Per-CPU scratch space of a sample. Hot parts first: a shallow walk then touches two pages
- * of it. */
+ * of it, and a perf event of a process not profiled only the first. */
 struct scratch {
+	/* The sum of the periods of every perf event on this CPU (pbp_event.cpu_clock_ns). */
+	__u64 cpu_clock_ns;
 	struct tstate_cache_entry tstate_cache[TSTATE_CACHE];
 	__u64 seen[SEEN];             /* stack ids stored lately from this CPU */
 	__u8 code_window[PBP_WINDOW]; /* a code object (before the walk: a thread state, a cframe) */
 	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
 	struct pbp_stack stack;
 	struct walk_state walk;       /* between the tail calls of the no-bpf_loop walk */
-	struct tail_call_sample tail_call;
+	struct sample_info cur;       /* the sample being made */
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;
 };

@@ -32,10 +32,19 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Both samplers: find the thread state and the first frame, then walk (use_loop: with bpf_loop,
+/* Both samplers: advance this CPU's sampled clock (every perf event, whatever runs), then for a
+ * profiled process find the thread state and the first frame, walk (use_loop: with bpf_loop,
  * else through tail calls to walk_nolp) and emit. */
-static __always_inline int sample(void *ctx, int use_loop)
+static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 {
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	__u64 period = ctx->sample_period;
+	__u64 clock = s->cpu_clock_ns + period;
+	s->cpu_clock_ns = clock;
+
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
 	if (!tgid)
@@ -46,11 +55,12 @@ static __always_inline int sample(void *ctx, int use_loop)
 
 	__u64 now = bpf_ktime_get_ns();
 	stat_add(PBP_STAT_SAMPLES, 1);
-
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
-		return 0;
+	struct sample_info *si = &s->cur;
+	si->now = now;
+	si->period = period;
+	si->clock = clock;
+	si->tgid = tgid;
+	si->tid = tid;
 
 	__u32 reason = PBP_OK;
 	__u64 frame = 0, interp = 0;
@@ -58,14 +68,14 @@ static __always_inline int sample(void *ctx, int use_loop)
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
 	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
 	if (!ts)
-		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
+		return emit(si, 0, 0, 0, reason, 0);
 
 	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
 	if (reason)
-		return emit(now, tgid, tid, 0, 0, 0, reason, 0);
+		return emit(si, 0, 0, 0, reason, 0);
 	t = time_section(PBP_STAT_T_FRAME0, t);
 	if (!frame)
-		return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
+		return emit(si, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 	code_gen_read(&proc->off, s, interp, now, tgid);
 
 	struct frame_walk w = {};
@@ -80,17 +90,14 @@ static __always_inline int sample(void *ctx, int use_loop)
 			w.st.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, frame_walk_cb, &w, 0);
 		t = time_section(PBP_STAT_T_WALK, t);
-		return finish_walk(s, &w.st, now, tgid, tid, t, 1);
+		return finish_walk(s, &w.st, t, 1);
 	}
 	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
 	if (w.st.max_depth > nolp_chunk * PBP_NOLP_RUNS)
 		w.st.max_depth = nolp_chunk * PBP_NOLP_RUNS;
 	s->walk = w.st;
-	s->tail_call.now = now;
-	s->tail_call.tgid = tgid;
-	s->tail_call.tid = tid;
 	bpf_tail_call(ctx, &nolp_progs, 0);
-	return emit(now, tgid, tid, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
+	return emit(si, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
 }
 
 /* The sampler with bpf_loop (5.17+). */
@@ -117,8 +124,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
-	__u32 tgid = s->tail_call.tgid, tid = s->tail_call.tid;
-	__u64 now = s->tail_call.now;
+	__u32 tgid = s->cur.tgid;
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc)
 		return 0;
@@ -141,7 +147,7 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 		bpf_tail_call(ctx, &nolp_progs, 0);
 		w.st.flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(s, &w.st, now, tgid, tid, 0, 0);
+	return finish_walk(s, &w.st, 0, 0);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */

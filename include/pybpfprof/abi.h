@@ -214,8 +214,15 @@ struct pbp_event {
 	__u16 kind;               /* SAMPLE: enum pbp_sample_kind */
 	__u32 ppid;               /* EXEC: parent tgid */
 	__u32 _pad2;
-	__u64 weight_ns;          /* SAMPLE: what it stands for, in ns (on CPU: the sampling period) */
-};
+	__u64 weight_ns;          /* SAMPLE: what it stands for, in ns (on CPU: its perf event's period) */
+	/* CPU SAMPLE: this CPU's sampled clock, in ns: the periods of every perf event on this CPU
+	 * so far (whatever it ran, idle too), this one's included. The sample stands for
+	 * (cpu_clock_ns - weight_ns, cpu_clock_ns] of it: a session at a lower rate than the
+	 * engine's keeps the samples whose span holds a multiple of its own period (a timer at its
+	 * rate on this CPU; see engine/decimate.h). Never wraps (u64 ns); goes on across rate
+	 * changes and pauses. */
+	__u64 cpu_clock_ns;
+};                            /* 64 bytes */
 
 /* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
 

@@ -12,6 +12,8 @@ FORMATS = (
     ("collapsed", ("folded", "collapsed")),
     ("html", ("html", "htm")),
     ("pprof", ("pb.gz", "pprof")),
+    ("svg", ("svg",)),
+    ("pbp", ("pbp",)),
 )
 
 

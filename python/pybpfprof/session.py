@@ -52,11 +52,6 @@ def _close_live_sessions():
         except Exception:
             pass
 
-# The agent's warning when it caps a session that asked for no duration (server.cpp,
-# Server::start). Deferred: it is said only if the session does end that way.
-_CAP_WARNING = "the agent ends sessions after "
-
-
 class TopFunction(collections.namedtuple("TopFunction", "self_percent total_percent function location")):
     """One line of the top functions: (self %, total %, function, "file:line").
 
@@ -390,7 +385,6 @@ class _AgentSession(_Common):
         self.replies = queue.Queue()
         self.reader = None
         self.closing = False
-        self.capped_warning = None
         self.outstanding = False
 
     def _event(self, h):
@@ -398,10 +392,7 @@ class _AgentSession(_Common):
         kind = h.get("kind")
         if kind == "warning":
             msg = str(h.get("message", ""))
-            if self.s.duration is None and msg.startswith(_CAP_WARNING):
-                self.capped_warning = msg  # said at stop if the session does end that way
-            else:
-                self.warn("warning: " + msg)
+            self.warn("warning: " + msg)
         elif kind == "error":
             self.warn(str(h.get("message", "")))
         cb = self.s.on_event
@@ -525,8 +516,6 @@ class _AgentSession(_Common):
                 raise ProfilingError("the agent answered stop with a snapshot", "client_protocol")
         finally:
             self.close()
-        if self.capped_warning and self.done_reason == "duration reached":
-            self.warn("warning: %s: the profile covers only the start of the block" % self.capped_warning)
         summary = h.get("summary")
         if not isinstance(summary, dict):
             raise ProfilingError("the agent's answer is incomplete (no summary)", "client_protocol")

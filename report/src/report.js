@@ -164,7 +164,16 @@
     const l = p.labels || {};
     return l.container || (l.container_id ? l.container_id.slice(0, 12) : '');
   };
-  const whereOf = p => [podOf(p) && 'pod ' + podOf(p), containerOf(p) && 'container ' + containerOf(p)].filter(Boolean).join(', ');
+  // Then the labels a merge gave (role=scheduler, worker=...) and the machine, as
+  // ProcessProfile::where() writes them in the other outputs.
+  const SHOWN_ABOVE = new Set(['cgroup', 'container_id', 'container', 'pod_uid', 'pod', 'namespace', 'host']);
+  const mergeLabelsOf = p => Object.entries(p.labels || {}).filter(([k]) => !SHOWN_ABOVE.has(k)).map(([k, v]) => `${k}=${v}`);
+  const hostOf = p => (p.labels && p.labels.host) || '';
+  const whereOf = p => [podOf(p) && 'pod ' + podOf(p), containerOf(p) && 'container ' + containerOf(p),
+    ...mergeLabelsOf(p), hostOf(p) && 'host ' + hostOf(p)].filter(Boolean).join(', ');
+  // A process in a few characters: its PID, and its machine in a merged profile (PIDs of
+  // different machines can be equal).
+  const procTag = p => hostOf(p) ? `${p.pid}@${hostOf(p)}` : String(p.pid);
   const procLabel = p => `pid ${p.pid}${p.ns_pid && p.ns_pid !== p.pid ? ' (ns ' + p.ns_pid + ')' : ''} ${p.cmdline || p.comm}` +
     (whereOf(p) ? ` [${whereOf(p)}]` : '');
   // Pods: the processes of each, in first-seen order.
@@ -453,21 +462,22 @@
     }
     const shown = state.pod >= 0 ? pods[state.pod].procs : procs.map(p => p.index);
     const order = shown.slice().sort((a, b) => current.perProc[b] - current.perProc[a] || procs[a].pid - procs[b].pid);
+    const whereCol = procs.some(p => whereOf(p));
     const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: 'CPU time' }),
-      ...(pods.length ? [el('th', { text: 'Pod / container' })] : []),
+      ...(whereCol ? [el('th', { text: procs.some(p => mergeLabelsOf(p).length || hostOf(p)) ? 'Where' : 'Pod / container' })] : []),
       el('th', { class: 'num', text: 'Share' }), el('th', { class: 'num', text: 'Threads' }),
       el('th', { class: 'num', text: 'Avg CPU' }), el('th', { class: 'num', text: 'Peak RSS' }));
     const body = el('tbody');
     for (const i of order.slice(0, 500)) {
       const p = procs[i], v = current.perProc[i], rs = resourceStats(p);
       body.append(el('tr', {
-        class: 'proc-row' + (state.proc === i ? ' selected' : ''), 'data-pid': p.pid, title: p.python ? 'CPython ' + p.python : '',
+        class: 'proc-row' + (state.proc === i ? ' selected' : ''), 'data-pid': p.pid, 'data-proc': i, title: p.python ? 'CPython ' + p.python : '',
         onclick: () => selectProcess(i),
       },
         el('td', { text: String(p.pid) }),
         el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),
-        ...(pods.length ? [el('td', { text: whereOf(p) })] : []),
+        ...(whereCol ? [el('td', { text: whereOf(p) })] : []),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
         el('td', { class: 'num', text: String(p.threadIdx.length) }),
         el('td', { class: 'num', text: rs.cpu == null ? '' : fmtPct(rs.cpu) }),
@@ -514,7 +524,7 @@
   const byThread = threads.length <= 64;
   const rows = (() => {
     if (byThread) return threads.filter(t => t.n > 0).map(t => ({ kind: 'thread', index: t.index, proc: t.proc, threads: [t.index],
-      label: `${procs[t.proc].pid} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(procs[t.proc])}` }));
+      label: `${procTag(procs[t.proc])} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(procs[t.proc])}` }));
     return procs.filter(p => p.threadIdx.length).map(p => ({ kind: 'proc', index: p.index, proc: p.index, threads: p.threadIdx,
       label: shortCmd(procLabel(p)), title: procLabel(p) }));
   })();
@@ -790,7 +800,7 @@
       const data = uPlot.join(tables);
       const series = [{ label: 'time', value: (u, v) => (v == null ? '' : fmtSec(v)) }];
       resProcs.forEach((p, i) => series.push({
-        label: `${p.pid} ${p.comm}`, stroke: palette(i), width: 1.5, spanGaps: true,
+        label: `${procTag(p)} ${p.comm}`, stroke: palette(i), width: 1.5, spanGaps: true,
         show: state.proc < 0 || state.proc === p.index, value: (u, v) => (v == null ? '' : fmt(v)),
       }));
       const opts = {
@@ -854,6 +864,8 @@
       ['Threads', fmtInt(run.threads)],
       ['Kernel', run.kernel || '—'],
       ['pybpfprof', run.version],
+      ...(run.host ? [['Host', run.host]] : []),
+      ...(run.merged_from && run.merged_from.length ? [['Merged', `${run.merged_from.length} profiles, lined up by their wall-clock start times`]] : []),
     ];
     document.getElementById('summary').replaceChildren(...items.map(([k, v]) =>
       el('div', { class: 'item', 'data-key': k.toLowerCase() }, el('span', { class: 'k', text: k }), el('span', { class: 'v', text: v }))));
@@ -870,8 +882,14 @@
       (lossy.whole ? '; the whole run (no range selected) is exact.' : '.'));
     document.getElementById('notes').replaceChildren(...notes.map(n => el('div', { text: n })));
 
+    // A merged run: each input's own run, where it was taken and what it was labelled.
+    const merged = (run.merged_from || []).map((m, i) => [`profile ${i + 1}`,
+      [Object.entries(m.labels || {}).map(([k, v]) => `${k}=${v}`).join(', '), m.host && `host ${m.host}`,
+        `${m.target || '—'}`, `started ${m.start_iso}`, `${fmtSec(m.duration_s)}`, `${m.rate_hz} Hz`,
+        m.kernel && `kernel ${m.kernel}`, m.lost ? `${fmtInt(m.lost)} lost` : ''].filter(Boolean).join(' · ')]);
     const kv = [
       ['Command', (run.command || []).join(' ') || '—'],
+      ...merged.slice(0, 200),
       ...procs.map(p => [`pid ${p.pid}`, `${p.cmdline || p.comm}${p.python ? ' — CPython ' + p.python : ''}${p.exited ? ' (exited)' : ''}` +
         (Object.keys(p.labels || {}).length ? ' [' + Object.entries(p.labels).map(([k, v]) => `${k}=${v}`).join(', ') + ']' : '')]).slice(0, 200),
       ['Max stack depth', String(run.max_depth || '—')],
@@ -897,7 +915,7 @@
     const p = document.getElementById('scope-proc');
     if (state.thread >= 0) {
       const t = threads[state.thread];
-      p.textContent = `pid ${procs[t.proc].pid} · ${threadLabel(t)}`;
+      p.textContent = `pid ${procs[t.proc].pid}${hostOf(procs[t.proc]) ? ' on ' + hostOf(procs[t.proc]) : ''} · ${threadLabel(t)}`;
     } else if (state.proc >= 0) p.textContent = procLabel(procs[state.proc]);
     else if (state.pod >= 0) p.textContent = `pod ${pods[state.pod].key}`;
     else p.textContent = 'all processes';

@@ -3,7 +3,8 @@
 #  - every package its stages install exists in Debian (apt-cache);
 #  - the runtime stage installs every package that owns a shared library the built
 #    pybpfprof links (ldd), so the image's binary can start;
-#  - the build stage runs the repository's own install and build scripts;
+#  - the build stage runs the repository's own install and build scripts, and the image
+#    ships pybpfprof-py-spy next to pybpfprof (it links the same libraries);
 #  - the image runs the agent (`pybpfprof agent`) by default.
 # Usage: check_dockerfile.sh REPO_DIR PYBPFPROF_BINARY
 set -euo pipefail
@@ -39,6 +40,9 @@ grep -q 'tools/install-deps --runtime-only' "$df" || say "the build stage must r
 grep -q 'tools/build pybpfprof' "$df" || say "the build stage must run tools/build pybpfprof"
 grep -q '^COPY --from=build /build/pybpfprof /usr/local/bin/pybpfprof$' "$df" ||
   say "the runtime stage must copy the built binary to /usr/local/bin/pybpfprof"
+grep -q 'tools/build pybpfprof pybpfprof-py-spy' "$df" || say "the build stage must build pybpfprof-py-spy too"
+grep -q '^COPY --from=build /build/pybpfprof-py-spy /usr/local/bin/pybpfprof-py-spy$' "$df" ||
+  say "the runtime stage must copy pybpfprof-py-spy to /usr/local/bin/pybpfprof-py-spy"
 # The default command: ENTRYPOINT + CMD (exec form) must be pybpfprof agent.
 entry=$(sed -n 's/^ENTRYPOINT \[\(.*\)\]$/\1/p' "$df" | tail -1)
 cmd=$(sed -n 's/^CMD \[\(.*\)\]$/\1/p' "$df" | tail -1)

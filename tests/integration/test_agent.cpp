@@ -20,7 +20,10 @@
 #include <set>
 #include <thread>
 
+#include "real_agent.h"
+#include "export/raw.h"
 #include "speedscope_reader.h"
+#include "sys/preflight.h"
 #include "test_support.h"
 
 namespace pbp::test {
@@ -28,34 +31,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::string> as_user(const std::string& user, std::vector<std::string> argv,
-                                 const std::string& socket = "") {
-    std::vector<std::string> a{"setpriv", "--reuid=" + user, "--regid=" + user, "--init-groups", "env",
-                               "HOME=/tmp", "TMPDIR=/tmp"};
-    if (!socket.empty()) a.push_back("PYBPFPROF_AGENT_SOCKET=" + socket);
-    a.insert(a.end(), argv.begin(), argv.end());
-    return a;
-}
-
 uint64_t rss_kib(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
     std::string line;
     while (std::getline(f, line))
         if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
     return 0;
-}
-
-// utime + stime of a process, in seconds.
-double cpu_seconds(pid_t pid) {
-    std::string s = read_file("/proc/" + std::to_string(pid) + "/stat");
-    auto close = s.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream in(s.substr(close + 2));
-    std::string f;
-    std::vector<std::string> v;
-    while (in >> f) v.push_back(f);
-    if (v.size() < 13) return 0;
-    return (std::stod(v[11]) + std::stod(v[12])) / sysconf(_SC_CLK_TCK);
 }
 
 std::set<pid_t> pids_in(const RProfile& p) {
@@ -68,86 +49,18 @@ std::set<pid_t> pids_in(const RProfile& p) {
     return out;
 }
 
-// The agent's binary: $PBP_AGENT_BIN (a sanitized build, tests/tools/agent-sanitized), else
-// the one under test. Clients are always the one under test.
-std::string agent_bin() {
-    const char* b = getenv("PBP_AGENT_BIN");
-    return b && *b ? b : pybpfprof_bin();
-}
-
 // RSS means little in a sanitized agent (ASan keeps freed memory in quarantine).
 bool sanitized_agent() { return agent_bin() != pybpfprof_bin(); }
 
-uid_t uid_of(const std::string& user) { return static_cast<uid_t>(std::stoul(run({"id", "-u", user}).out)); }
-
 size_t lines_of(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
 
-int connect_raw(const std::string& path) {
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-class Agent : public ::testing::Test {
+class Agent : public RealAgent {
 protected:
-    static void SetUpTestSuite() {
-        auto r = run({tool_path("agent-test-users")}, 60);
-        ASSERT_EQ(r.status, 0) << r.err;
-    }
-
-    void SetUp() override {
-        dir = temp_dir();
-        // The test users reach the socket and their output directories through it.
-        for (auto d = std::filesystem::path(dir); d != d.parent_path() && d.string().rfind("/tmp/", 0) == 0;
-             d = d.parent_path())
-            chmod(d.c_str(), 0755);
-        socket = dir + "/agent.sock";
-        for (auto& u : {"pbp-test-a", "pbp-test-b", "pbp-test-adm"}) {
-            std::string d = dir + "/" + u;
-            std::filesystem::create_directory(d);
-            run({"chown", std::string(u) + ":", d});
-        }
-        start_agent();
-    }
-
-    void start_agent(std::vector<std::string> extra = {}) {
-        std::vector<std::string> a{agent_bin(), "agent", "--socket", socket, "--admin-group", "pbp-test-admins"};
-        a.insert(a.end(), extra.begin(), extra.end());
-        agent = Child(a, dir);
-        for (int i = 0; i < 200; i++) {
-            if (int fd = connect_raw(socket); fd >= 0) {
-                close(fd);
-                return;
-            }
-            std::this_thread::sleep_for(50ms);
-        }
-        FAIL() << "the agent did not listen on " << socket << ": " << agent.err();
-    }
-
-    std::string out(const std::string& user, const std::string& name) { return dir + "/" + user + "/" + name; }
-
-    // A busy Python process of user's: hot_lines.py for secs seconds.
-    Child busy(const std::string& user, int secs = 60) {
-        Child c(as_user(user, {"/usr/bin/python3", source_dir() + "/tests/workloads/hot_lines.py", std::to_string(secs)}),
-                dir);
-        std::this_thread::sleep_for(300ms);
-        return c;
-    }
-
     CmdResult client(const std::string& user, std::vector<std::string> args, int timeout = 120) {
         std::vector<std::string> a{pybpfprof_bin(), "-q"};
         a.insert(a.end(), args.begin(), args.end());
         return run(as_user(user, a, socket), timeout);
     }
-
-    std::string dir, socket;
-    Child agent;
 };
 
 // min_leaf: samples expected in two_loops at least (from the target's CPU time: on a
@@ -339,8 +252,9 @@ TEST_F(Agent, KilledClientsFreeTheirSessions) {
     }
     EXPECT_EQ(st, "no sessions\n");
     const uint64_t after = rss_kib(agent.pid());
-    if (!sanitized_agent())
+    if (!sanitized_agent()) {
         EXPECT_LE(after, idle * 1.10) << "idle " << idle << " KiB, after 100 killed sessions " << after << " KiB";
+    }
     EXPECT_FALSE(std::filesystem::exists(out("pbp-test-a", "killed.json")));
 }
 
@@ -413,9 +327,51 @@ TEST_F(Agent, HostileInputNeverHarmsTheAgentOrAnotherSession) {
     // Sampled all along: 99 Hz of its CPU time from 1 s after the session began.
     EXPECT_GE(prof.total(), static_cast<size_t>(cpu * 99 * 0.9)) << cpu << " s of CPU";
     EXPECT_TRUE(agent.running());
-    if (!sanitized_agent()) EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
+    if (!sanitized_agent()) {
+        EXPECT_LE(rss_kib(agent.pid()), rss0 + 20 * 1024) << "the agent's RSS";
+    }
     auto st = run({pybpfprof_bin(), "agent", "status", "--socket", socket});
     EXPECT_EQ(st.status, 0) << st.err;
+}
+
+TEST_F(Agent, LimitsAreClearErrors) {
+    agent.signal(SIGTERM);
+    ASSERT_EQ(agent.wait(30), 0) << agent.err();
+    start_agent({"--max-sessions-per-user", "1", "--max-duration", "5", "--max-session-mb", "0.05"});
+    Child target = busy("pbp-test-a", 120);
+    // One session at a time for this user: a second is refused while the first runs.
+    std::string o1 = out("pbp-test-a", "first.json");
+    Child first(as_user("pbp-test-a", {pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "3", "-o", o1},
+                        socket),
+                dir);
+    ASSERT_TRUE(first.wait_for_err("profiling PID", 30)) << first.err() << agent.err();
+    auto second = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "1", "-o",
+                                        out("pbp-test-a", "second.json")});
+    EXPECT_EQ(second.status, 1) << second.err;
+    EXPECT_EQ(lines_of(second.err), 1u) << second.err;
+    EXPECT_NE(second.err.find("already has 1 session, the most the agent allows per user"), std::string::npos)
+        << second.err;
+    EXPECT_EQ(first.wait(30), 0) << first.err();
+    // Longer than the agent allows.
+    auto longer = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "10", "-o",
+                                        out("pbp-test-a", "long.json")});
+    EXPECT_EQ(longer.status, 1) << longer.err;
+    EXPECT_NE(longer.err.find("a duration of 10 s is over the agent's limit of 5 s per session"), std::string::npos)
+        << longer.err;
+    EXPECT_FALSE(std::filesystem::exists(out("pbp-test-a", "long.json")));
+    // Memory: 0.05 MiB of samples is reached in about 2 s at 999 Hz; the samples so far are kept.
+    std::string om = out("pbp-test-a", "memory.json");
+    auto mem = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-r", "999", "-o", om}, 60);
+    EXPECT_EQ(mem.status, 0) << mem.err;
+    EXPECT_NE(mem.err.find("over the agent's limit of 0.05 MiB per session"), std::string::npos) << mem.err;
+    EXPECT_GT(read_speedscope(om).total(), 500u);
+    // No duration: ended at the agent's longest, and said so then.
+    std::string oc = out("pbp-test-a", "capped.json");
+    auto capped = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-o", oc}, 60);
+    EXPECT_EQ(capped.status, 0) << capped.err;
+    EXPECT_NE(capped.err.find("the session reached the agent's limit of 5 s per session"), std::string::npos)
+        << capped.err;
+    EXPECT_TRUE(std::filesystem::exists(oc));
 }
 
 TEST_F(Agent, RestartsReplaceAStaleSocket) {
@@ -435,6 +391,26 @@ TEST_F(Agent, RestartsReplaceAStaleSocket) {
     agent.signal(SIGTERM);
     EXPECT_EQ(agent.wait(30), 0) << agent.err();
     EXPECT_FALSE(std::filesystem::exists(socket));
+}
+
+// pybpfprof's own format through the agent (as a Dask worker's profile travels): the
+// user's file reads back with the agent machine's host and the samples, and the user merges
+// it into a report with no privilege at all.
+TEST_F(Agent, OwnFormatThroughTheAgentMergesWithoutPrivileges) {
+    Child target = busy("pbp-test-a");
+    const std::string o = out("pbp-test-a", "w.pbp"), html = out("pbp-test-a", "w.html");
+    auto r = client("pbp-test-a", {"--pid", std::to_string(target.pid()), "-d", "2", "-o", o});
+    ASSERT_EQ(r.status, 0) << r.err << agent.err();
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(read_raw(read_file(o), p, error)) << error;
+    EXPECT_EQ(p.run.host, host_name());
+    ASSERT_EQ(p.processes.count(static_cast<uint32_t>(target.pid())), 1u);
+    EXPECT_GT(p.total_samples(), 100u);
+    auto m = run(as_user("pbp-test-a", {pybpfprof_bin(), "merge", o, "--label", "role=worker", "-o", html}), 60);
+    ASSERT_EQ(m.status, 0) << m.err;
+    EXPECT_NE(m.err.find("Wrote " + html + ": "), std::string::npos) << m.err;
+    EXPECT_NE(read_file(html).find("\"role\":\"worker\""), std::string::npos);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
 //            "min_processes": N, "resources": true|false, "raw": true|false,
 //            "pods": N (pod rows), "pod_processes": {"ns/name": N},
+//            "proc_text": [texts the process table must show, e.g. "host node-a"],
 //            "max_ready_ms": N, "max_update_ms": N,
 //            "task_lanes": N (lanes drawn), "scope_prefix": "prefix" (click it in the prefix table),
 //            "prefixes": ["prefix", ...] (rows the prefix table must have)}
@@ -254,17 +255,23 @@ async function main() {
   // Clicking a process changes the top table; clicking it again restores it.
   const procRows = await page.locator('#proc-table tbody tr.proc-row').count();
   if (expect.min_processes && procRows < expect.min_processes) fail(`${procRows} process rows, want >= ${expect.min_processes}`);
+  // Texts the process table must show (a merged profile's hosts and labels).
+  const procTable = await page.evaluate(() => document.querySelector('#proc-table').innerText);
+  for (const want of expect.proc_text || [])
+    if (!procTable.includes(want)) fail(`the process table does not show ${JSON.stringify(want)}: ${JSON.stringify(procTable.slice(0, 300))}`);
+  if ((expect.proc_text || []).length) info.push(`process table shows ${expect.proc_text.length} expected texts`);
   const topAll = await topText();
   let changed = false;
   for (let i = 0; i < Math.min(procRows, 6) && !changed; i++) {
     const row = page.locator('#proc-table tbody tr.proc-row').nth(i);
     const pid = await row.getAttribute('data-pid');
+    const proc = await row.getAttribute('data-proc');  // (PIDs repeat in a profile merged from several machines)
     await row.click();
     const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`pid ${pid}`), 5000);
     if (!scoped) { fail(`clicking process ${pid} does not scope to it`); break; }
     const t = await topText();
     if (t !== topAll) { changed = true; info.push(`process ${pid} click changes the top table`); }
-    await page.locator(`#proc-table tbody tr.proc-row[data-pid="${pid}"]`).click();
+    await page.locator(`#proc-table tbody tr.proc-row[data-proc="${proc}"]`).click();
     const back = await until(async () => (await topText()) === topAll, 5000);
     if (!back) fail(`clicking process ${pid} again does not restore the top table`);
   }

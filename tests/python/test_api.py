@@ -407,8 +407,6 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
             if req["op"] == "start":
                 ScriptedAgent.send(conn, {"type": "event", "kind": "warning", "message": "before started"})
                 ScriptedAgent.send(conn, {"type": "started", "session": 4, "rate_hz": 99.0, "targets": 1})
-                ScriptedAgent.send(conn, {"type": "event", "kind": "warning",
-                                          "message": "the agent ends sessions after 3600 s (its --max-duration)"})
                 ScriptedAgent.send(conn, {"type": "event", "kind": "error", "message": "process 77: something"})
                 ScriptedAgent.send(conn, {"type": "progress", "elapsed_s": 0.25, "samples": 3, "processes": 1,
                                           "lost": 0})
@@ -428,7 +426,6 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
             self.assertEqual(s.progress["samples"], 3)
             r = s.stop("x.folded")
         messages = [str(w.message) for w in caught if w.category is pybpfprof.ProfilingWarning]
-        # The cap is said only when the session ends by it.
         self.assertEqual(messages, ["pybpfprof: warning: before started", "pybpfprof: process 77: something"])
         self.assertEqual(r.warnings, ["warning: before started", "process 77: something"])
         self.assertEqual(a.requests[0], {"v": 1, "op": "start", "pids": [123], "rate_hz": 99, "format": "collapsed",

@@ -110,6 +110,7 @@ private:
 std::string source_dir();
 std::string binary_dir();
 std::string pybpfprof_bin();
+std::string pyspy_bin();  // pybpfprof-py-spy
 std::string tool_path(const std::string& name);  // tests/tools/NAME in the source tree
 std::string read_file(const std::string& path);
 std::string temp_dir();  // a fresh directory, removed at exit

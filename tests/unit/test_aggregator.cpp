@@ -188,7 +188,9 @@ struct Fixture {
     Aggregator agg{store};
     std::vector<std::unique_ptr<Aggregator>> more;
 
-    Aggregator& new_session() { return *more.emplace_back(std::make_unique<Aggregator>(store)); }
+    Aggregator& new_session(uint64_t interval_ns = 0) {
+        return *more.emplace_back(std::make_unique<Aggregator>(store, interval_ns));
+    }
     std::vector<Aggregator*> all_sessions() {
         std::vector<Aggregator*> v{&agg};
         for (auto& a : more) v.push_back(a.get());
@@ -542,6 +544,51 @@ TEST(Aggregator, WeightAndKindComeFromTheRecord) {
     };
     check(F.agg.samples(), pid);
     check(F.snap(), pid);
+}
+
+// A session at a lower rate than the engine's (an interval longer than the records' period)
+// keeps the on-CPU samples whose span of their CPU's clock holds a multiple of its interval,
+// weighing the interval; off-CPU samples are all kept with their own weight. A session at the
+// engine's rate keeps everything as it is.
+TEST(Aggregator, ASessionAtALowerRateKeepsItsShareOfTheCpuSamples) {
+    Fixture F;
+    const uint64_t P = 5'000'000, I = 20'000'000;  // 200 Hz records, a 50 Hz session
+    Aggregator& slow = F.new_session(I);
+    Aggregator& same = F.new_session(P);
+    const uint32_t pid = absent_pid();
+    uint64_t clock[2] = {3 * P, 1 * P};  // two CPUs, clocks out of phase
+    uint64_t ts = 1000;
+    for (int i = 0; i < 400; i++) {
+        for (uint32_t cpu : {0u, 1u}) {
+            clock[cpu] += P;
+            pbp_event e = sample(pid, pid + cpu, ts++, cpu, 0, 0, PBP_ERR_NO_FRAME);
+            e.weight_ns = P;
+            e.cpu_clock_ns = clock[cpu];
+            F.on_sample(e, {&F.agg, &slow, &same});
+        }
+        if (i % 100 == 0) {
+            pbp_event off = sample(pid, pid, ts++, 0, 0, 0, PBP_ERR_NO_FRAME);
+            off.kind = PBP_KIND_OFF_CPU;
+            off.weight_ns = 777;
+            F.on_sample(off, {&F.agg, &slow, &same});
+        }
+    }
+    EXPECT_EQ(F.agg.sample_count(), 804u);
+    EXPECT_EQ(same.sample_count(), 804u);
+    // CPU 0's clock went from 15 to 2015 ms (100 multiples of 20 ms), CPU 1's from 5 to 2005 ms
+    // (100 too): 200 on-CPU samples, and the 4 off-CPU ones.
+    EXPECT_EQ(slow.sample_count(), 204u);
+    Profile A = F.snap(F.agg), S = F.snap(slow), E = F.snap(same);
+    EXPECT_EQ(A.total_weight_ns(SampleKind::Cpu), 800 * P);
+    EXPECT_EQ(E.total_weight_ns(SampleKind::Cpu), 800 * P);
+    EXPECT_EQ(S.total_weight_ns(SampleKind::Cpu), 200 * I);
+    EXPECT_EQ(S.total_weight_ns(SampleKind::OffCpu), 4 * 777u);
+    for (auto& [tid, t] : S.processes.at(pid).threads)
+        for (auto& smp : t.samples) {
+            if (smp.kind == SampleKind::Cpu) {
+                EXPECT_EQ(smp.weight_ns, I);
+            }
+        }
 }
 
 // Two sessions on one StackStore: a record is symbolized once and lands in each session that

@@ -192,7 +192,8 @@ TEST(ExporterRegistry, FormatForPath) {
     for (auto [path, format] : std::vector<std::pair<std::string, std::string>>{
              {"r.html", "html"}, {"/x/r.htm", "html"}, {"a.folded", "collapsed"}, {"a.collapsed", "collapsed"},
              {"o.pb.gz", "pprof"}, {"o.pprof", "pprof"}, {"o.speedscope.json", "speedscope"}, {"o.json", "speedscope"},
-             {"o.gz", ""}, {"html", ""}, {"out.HTML", "html"}, {"x.svg", ""}, {"x.pb", ""}, {"", ""}})
+             {"o.gz", ""}, {"html", ""}, {"out.HTML", "html"}, {"x.svg", "svg"}, {"X.SVG", "svg"}, {"x.svgz", ""},
+             {"x.pb", ""}, {"", ""}})
         EXPECT_EQ(format_for_path(path), format) << path;
 }
 

@@ -61,8 +61,8 @@ TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {
     EXPECT_EQ(o.format, "html");
     Options bad;
     EXPECT_FALSE(parse({"-a", "-f", "svgz"}, bad, code, &err));
-    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof\n");
-    for (std::string name : {"x.svg", "x.pb", "profile"}) {
+    EXPECT_EQ(err, "pybpfprof: -f svgz is not an output format; choose one of speedscope|collapsed|html|pprof|svg|pbp\n");
+    for (std::string name : {"x.svgz", "x.pb", "profile"}) {
         Options u;
         EXPECT_FALSE(parse({"-a", "-o", name}, u, code, &err)) << name << " must not silently be speedscope";
         EXPECT_EQ(code, 2);
@@ -73,6 +73,13 @@ TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {
     }
     Options svg;
     EXPECT_TRUE(parse({"-a", "-o", "x.svg", "-f", "collapsed"}, svg, code)) << "-f decides";
+    EXPECT_EQ(svg.format, "collapsed");
+    Options flame;
+    ASSERT_TRUE(parse({"-a", "-o", "x.svg"}, flame, code));
+    EXPECT_EQ(flame.format, "svg");
+    Options svg_f;
+    ASSERT_TRUE(parse({"-a", "-f", "SVG"}, svg_f, code));
+    EXPECT_EQ(svg_f.format, "svg");
     Options upper;
     ASSERT_TRUE(parse({"-a", "-o", "R.HTML"}, upper, code));
     EXPECT_EQ(upper.format, "html");

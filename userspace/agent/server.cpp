@@ -36,7 +36,11 @@ constexpr size_t kMaxQueuedBytes = 8u << 20;  // progress is skipped while a cli
 
 void log(const std::string& m) { std::cerr << "pybpfprof-agent: " << m << "\n" << std::flush; }
 
-std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(size_t bytes) {
+    char b[32];
+    snprintf(b, sizeof b, "%.*f MiB", bytes >= (10u << 20) ? 0 : 2, bytes / 1048576.0);
+    return b;
+}
 
 json event_json(const EngineEvent& e) {
     static const char* kinds[] = {"target_added", "cgroup_waiting", "cgroup_watching", "all_python_scanned",
@@ -157,6 +161,7 @@ private:
         uint64_t session_id = 0, start_ns = 0;
         std::string scope;
         std::string target;
+        bool capped = false;  // no duration asked: the agent's longest applies
         // Finished by itself (duration, exit, memory limit): kept until the client stops it.
         std::optional<Profile> finished;
         RunFacts facts;
@@ -413,7 +418,8 @@ void Server::start(Conn& c, const StartRequest& r) {
     if (sessions_of(caller.uid) >= cfg_.max_sessions_per_user) {
         fail(c, "limit",
              who + " already has " + std::to_string(cfg_.max_sessions_per_user) +
-                 " sessions, the most the agent allows per user (its --max-sessions-per-user); stop one first",
+                 (cfg_.max_sessions_per_user == 1 ? " session" : " sessions") +
+                 ", the most the agent allows per user (its --max-sessions-per-user); stop one first",
              false);
         return;
     }
@@ -484,11 +490,7 @@ void Server::start(Conn& c, const StartRequest& r) {
                  {"targets", s->targets_now()}};
     if (!c.scope.empty()) started["scope"] = c.scope;
     send(c, started);
-    if (capped) {
-        std::ostringstream m;
-        m << "the agent ends sessions after " << cfg_.max_duration_s << " s (its --max-duration)";
-        send(c, event_json({EngineEvent::Warning, 0, false, 0, m.str()}));
-    }
+    c.capped = capped;
 }
 
 // Ends c's session in the engine now (its targets are released) and keeps its profile.
@@ -502,6 +504,13 @@ void Server::finish_session(Conn& c, std::string reason) {  // by value: it may 
     c.session = nullptr;
     log("session " + std::to_string(c.session_id) + " of uid " + std::to_string(c.caller.uid) + " ended: " +
         (reason.empty() ? "stopped by its client" : reason) + ", " + std::to_string(c.final_samples) + " samples");
+    if (c.capped && reason == "duration reached") {
+        // Said when it happens, not at every start: most sessions end long before.
+        std::ostringstream m;
+        m << "the session reached the agent's limit of " << cfg_.max_duration_s
+          << " s per session (its --max-duration): the profile covers its first " << cfg_.max_duration_s << " s";
+        send(c, event_json({EngineEvent::Warning, 0, false, 0, m.str()}));
+    }
     if (!reason.empty()) send(c, {{"v", kProtocolVersion}, {"type", "done"}, {"reason", reason}});
 }
 

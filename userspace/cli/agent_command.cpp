@@ -28,7 +28,7 @@ int agent_command(int argc, char** argv) {
                    "Longest session of a user who is not an admin, in seconds (0: no limit)")
         ->check(CLI::Range(0.0, 31.0 * 86400));
     app.add_option("--max-session-mb", max_session_mb, "Memory one session's samples may hold, in MiB")
-        ->check(CLI::Range(1.0, 1048576.0));
+        ->check(CLI::Range(0.01, 1048576.0));
     app.add_option("--max-connections-per-user", cfg.max_connections_per_user,
                    "Connections one user who is not an admin may hold at once")
         ->check(CLI::Range(1, 100000));

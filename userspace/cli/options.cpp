@@ -21,6 +21,14 @@ std::string number_error(const std::string& opt, const std::string& value, const
     return opt + " " + what + " (got '" + value + "')";
 }
 
+constexpr const char* kExitCodes =
+    "Exit codes: 0 ok; 1 cannot profile (privileges, kernel, BPF, writing the output: the samples then go to a\n"
+    "fallback file named on stderr); 2 bad input (arguments, a PID that does not exist or is not CPython, an\n"
+    "output directory that does not exist, no CPython process found in a launched command); 3 a --pid target\n"
+    "exited during the run (its samples are kept and written).";
+
+}  // namespace
+
 bool parse_double(const std::string& s, double& out) {
     if (s.empty() || isspace(static_cast<unsigned char>(s[0]))) return false;
     char* end = nullptr;
@@ -42,14 +50,6 @@ std::string lower(std::string s) {
     return s;
 }
 
-constexpr const char* kExitCodes =
-    "Exit codes: 0 ok; 1 cannot profile (privileges, kernel, BPF, writing the output: the samples then go to a\n"
-    "fallback file named on stderr); 2 bad input (arguments, a PID that does not exist or is not CPython, an\n"
-    "output directory that does not exist, no CPython process found in a launched command); 3 a --pid target\n"
-    "exited during the run (its samples are kept and written).";
-
-}  // namespace
-
 bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     auto fail = [&](const std::string& msg) {
         std::cerr << "pybpfprof: " << msg << "\n";
@@ -68,7 +68,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
 
     CLI::App app{"pybpfprof: a system-wide CPython profiler built on eBPF.\n"
                  "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.\n"
-                 "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]",
+                 "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]\n"
+                 "Other commands: pybpfprof merge FILE.pbp... -o OUT (merge profiles, from several machines too), "
+                 "pybpfprof agent (see their --help)",
                  "pybpfprof"};
     app.footer(kExitCodes);
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
@@ -99,7 +101,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     std::string format;
     app.add_option("-f,--format", format, "Output format: " + formats +
                                               " (default: from the -o extension: .html, .folded, .pb.gz, "
-                                              ".json; speedscope when there is no -o)");
+                                              ".json, .svg, .pbp; speedscope when there is no -o)");
     app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
     app.add_option("--max-depth", max_depth, "Deepest Python stack to collect (default: the most the kernel allows)");
     app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");

@@ -30,4 +30,11 @@ struct Options {
 // false; on bad input prints a one-line error and returns false with a non-zero code.
 bool parse_options(int argc, char** argv, Options& opts, int& exit_code);
 
+// The number parsing both command lines share (pybpfprof's and pybpfprof-py-spy's).
+// A finite decimal number, the whole string ("2.5", "1e3"; not " 2", "2s", "inf").
+bool parse_double(const std::string& s, double& out);
+// A whole number of digits only, from lo to hi.
+bool parse_whole(const std::string& s, long long lo, long long hi, long long& out);
+std::string lower(std::string s);
+
 }  // namespace pbp

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "engine/decimate.h"
+
 namespace pbp {
 
 void Aggregator::add_process(pid_t pid) {
@@ -10,6 +12,11 @@ void Aggregator::add_process(pid_t pid) {
 }
 
 void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
+    uint64_t weight = e.weight_ns;
+    if (interval_ns_ && e.kind == PBP_KIND_CPU) {  // off-CPU intervals are never decimated
+        if (!keeps_sample(e.cpu_clock_ns, e.weight_ns, interval_ns_)) return;
+        weight = kept_weight(e.weight_ns, interval_ns_);
+    }
     auto& proc = profile_.processes[e.pid];
     proc.pid = e.pid;
     ThreadProfile& t = proc.threads[e.tid];
@@ -19,7 +26,7 @@ void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
         if (store_.transient(stack)) transient_[e.pid].push_back({e.tid, t.samples.size(), e.stack_id});
     }
     if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
-    t.samples.push_back({e.ts_ns, stack, static_cast<uint16_t>(e.cpu), static_cast<SampleKind>(e.kind), e.weight_ns});
+    t.samples.push_back({e.ts_ns, stack, static_cast<uint16_t>(e.cpu), static_cast<SampleKind>(e.kind), weight});
     if (!proc.first_sample_ns || e.ts_ns < proc.first_sample_ns) proc.first_sample_ns = e.ts_ns;
     if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;
     count_++;

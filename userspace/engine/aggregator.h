@@ -1,7 +1,8 @@
 // aggregate: one session's samples. Each sample record becomes a Sample (a stack of the
 // engine's StackStore, with its weight and kind) under its process and thread, in time
-// order; unresolved and truncated samples are counted. Metadata is not kept here: snapshots
-// take it from the ProcessRegistry, and frames from the StackStore.
+// order; unresolved and truncated samples are counted. A session sampling at a lower rate
+// than the engine keeps only its share of the on-CPU samples (engine/decimate.h). Metadata is
+// not kept here: snapshots take it from the ProcessRegistry, and frames from the StackStore.
 #pragma once
 #include <sys/types.h>
 
@@ -16,11 +17,14 @@ namespace pbp {
 
 class Aggregator {
 public:
-    explicit Aggregator(const StackStore& store) : store_(store) {}
+    // interval_ns: the session's sampling period; on-CPU samples of a shorter period are
+    // decimated to it (0: every sample kept as it is).
+    explicit Aggregator(const StackStore& store, uint64_t interval_ns = 0) : store_(store), interval_ns_(interval_ns) {}
 
     // A target: listed in the profile even if it is never sampled.
     void add_process(pid_t pid);
-    // One sample record, landing on 'stack' (StackStore::stack_for).
+    // One sample record, landing on 'stack' (StackStore::stack_for). An on-CPU sample that the
+    // session's interval does not keep is dropped; one it keeps weighs the interval.
     void on_sample(const pbp_event& e, uint32_t stack);
     // Stacks re-resolved by the store: the samples already charged move with them.
     void apply(const std::vector<StackMove>& moves);
@@ -36,6 +40,7 @@ public:
 
 private:
     const StackStore& store_;
+    uint64_t interval_ns_ = 0;
     Profile profile_;
     uint64_t count_ = 0;
     // Samples on a stack whose problem may clear later (StackStore::transient), with their

@@ -12,9 +12,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "engine/decimate.h"
 #include "pybpfprof.skel.h"
 
 namespace pbp {
+
+static_assert(sizeof(pbp_event) == 64, "a ring-buffer record is 64 bytes (include/pybpfprof/abi.h)");
 
 namespace {
 
@@ -76,9 +79,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     s->use_loop_ = libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, nullptr) == 1;
     if (cfg.force_no_bpf_loop) s->use_loop_ = false;
 
-    s->period_ns_ = static_cast<uint64_t>(std::llround(1e9 / cfg.rate_hz));
-    auto cpus = online_cpus();
-    size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, cpus.size() * (256 << 10));
+    s->rate_hz_ = cfg.rate_hz;
+    s->period_ns_ = period_of_rate(cfg.rate_hz);
+    size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, online_cpus().size() * (256 << 10));
     rb = pow2_at_least(rb);
 
     // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
@@ -97,7 +100,6 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             (cfg.watch_exec ? PBP_WATCH_EXEC : 0) | (cfg.cgroup_filter ? PBP_WATCH_CGROUP : 0);
         s->skel_->rodata->nolp_chunk = chunks[attempt];
         s->skel_->rodata->section_timing = cfg.section_timing ? 1 : 0;
-        s->skel_->rodata->sample_period_ns = s->period_ns_;
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
@@ -157,49 +159,73 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         s->tp_links_.push_back(l);
     }
 
-    bpf_program* prog = s->use_loop_ ? s->skel_->progs.on_sample : s->skel_->progs.on_sample_nolp;
-    for (int cpu : cpus) {
+    if (!cfg.start_paused && !s->open_perf_events(error)) return nullptr;
+    return s;
+}
+
+// One cpu-clock event per online CPU at period_ns_, each running the sampler.
+bool BpfSampler::open_perf_events(std::string& error) {
+    bpf_program* prog = use_loop_ ? skel_->progs.on_sample : skel_->progs.on_sample_nolp;
+    for (int cpu : online_cpus()) {
         perf_event_attr attr{};
         attr.size = sizeof(attr);
         attr.type = PERF_TYPE_SOFTWARE;
         attr.config = PERF_COUNT_SW_CPU_CLOCK;
-        attr.sample_period = s->period_ns_;
+        attr.sample_period = period_ns_;
         attr.freq = 0;
         int fd = static_cast<int>(syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
         if (fd < 0) {
             if (errno == ENODEV) continue;  // CPU went offline
             error = "perf_event_open(cpu-clock) on CPU " + std::to_string(cpu) + " failed: " + strerror(errno);
-            return nullptr;
+            pause();
+            return false;
         }
         bpf_link* l = bpf_program__attach_perf_event(prog, fd);
         if (!l) {
             error = "cannot attach the sampler to CPU " + std::to_string(cpu) + ": " + strerror(errno);
             close(fd);
-            return nullptr;
+            pause();
+            return false;
         }
-        s->perf_fds_.push_back(fd);
-        s->perf_links_.push_back(l);
+        perf_fds_.push_back(fd);
+        perf_links_.push_back(l);
     }
-    if (s->perf_links_.empty()) {
+    if (perf_links_.empty()) {
         error = "no online CPU accepted a cpu-clock perf event";
-        return nullptr;
+        return false;
     }
-    return s;
+    return true;
 }
 
 BpfSampler::~BpfSampler() {
-    stop_sampling();
+    pause();
     for (auto* l : tp_links_) bpf_link__destroy(l);
     if (rb_) ring_buffer__free(rb_);
     if (skel_) pybpfprof_bpf__destroy(skel_);
     if (stats_fd_ >= 0) close(stats_fd_);
 }
 
-void BpfSampler::stop_sampling() {
+void BpfSampler::pause() {
     for (auto* l : perf_links_) bpf_link__destroy(l);
     perf_links_.clear();
     for (int fd : perf_fds_) close(fd);
     perf_fds_.clear();
+}
+
+bool BpfSampler::resume(std::string& error) { return !paused() || open_perf_events(error); }
+
+bool BpfSampler::set_rate(double hz, std::string& error) {
+    if (!(hz > 0)) {
+        error = "invalid sampling rate " + std::to_string(hz);
+        return false;
+    }
+    const uint64_t period = period_of_rate(hz);
+    rate_hz_ = hz;
+    if (period == period_ns_ && !paused()) return true;
+    // Closed before the new ones open: a CPU's clock (BPF) never advances twice for one instant.
+    pause();
+    period_ns_ = period;
+    return open_perf_events(error);
 }
 
 int BpfSampler::on_record(void* ctx, void* data, size_t size) {

@@ -18,7 +18,8 @@ struct bpf_link;
 namespace pbp {
 
 struct SamplerConfig {
-    double rate_hz = 99;
+    double rate_hz = 99;           // the perf events' rate (set_rate changes it)
+    bool start_paused = false;     // open no perf event until resume() or set_rate()
     bool watch_exec = false;
     bool cgroup_filter = false;    // report execs only under the cgroups given to set_cgroup()
     size_t ringbuf_bytes = 0;      // 0 = sized from the CPU count
@@ -51,8 +52,18 @@ public:
     int epoll_fd() const;
     // Consumes everything already in the ring buffer without waiting.
     int drain();
-    // Stops sampling (detaches the perf events); lifecycle tracepoints stay until destroyed.
-    void stop_sampling();
+    // Samples at hz from now on: the per-CPU perf events are closed, then opened anew at the
+    // new period (no event counted twice; none for the few ms in between). Resumes a paused
+    // sampler. Records already queued keep the period they were made with as their weight.
+    // False with a one-line error when no CPU accepts the new events (then paused).
+    bool set_rate(double hz, std::string& error);
+    // Closes the perf events (nothing sampled, nothing run per sample); the lifecycle
+    // tracepoints, maps and ring buffer stay. resume() reopens them at the current rate.
+    void pause();
+    bool resume(std::string& error);
+    bool paused() const { return perf_links_.empty(); }
+    // Stops sampling (pause() until destroyed).
+    void stop_sampling() { pause(); }
 
     bool lookup_stack(uint64_t id, pbp_stack& out) const;
     std::array<uint64_t, PBP_STAT_COUNT> stats() const;  // summed over CPUs
@@ -64,12 +75,14 @@ public:
     bool uses_bpf_loop() const { return use_loop_; }
     // The deepest stack BPF walks on this kernel.
     uint32_t max_depth() const { return use_loop_ ? PBP_MAX_DEPTH : nolp_chunk_ * PBP_NOLP_RUNS; }
-    uint64_t period_ns() const { return period_ns_; }
+    double rate_hz() const { return rate_hz_; }
+    uint64_t period_ns() const { return period_ns_; }  // of the current rate (paused too)
     int cpus() const { return static_cast<int>(perf_links_.size()); }
 
 private:
     BpfSampler() = default;
     static int on_record(void* ctx, void* data, size_t size);
+    bool open_perf_events(std::string& error);
 
     pybpfprof_bpf* skel_ = nullptr;
     ring_buffer* rb_ = nullptr;
@@ -79,6 +92,7 @@ private:
     Handler handler_;
     bool use_loop_ = true;
     uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop
+    double rate_hz_ = 0;
     uint64_t period_ns_ = 0;
     int stats_fd_ = -1;
 };

@@ -12,6 +12,7 @@
 
 #include "engine/aggregator.h"
 #include "engine/bpf_sampler.h"
+#include "engine/decimate.h"
 #include "engine/process_registry.h"
 #include "engine/snapshot.h"
 #include "engine/stack_store.h"
@@ -68,6 +69,15 @@ Status cgroup_mount(const EngineConfig& cfg, std::string& mount) {
     return {};
 }
 
+// A session's rate: its own, or the engine's.
+double session_rate(const SessionConfig& s, const EngineConfig& e) { return s.rate_hz > 0 ? s.rate_hz : e.rate_hz; }
+
+Status check_rate(const SessionConfig& s) {
+    if (s.rate_hz >= 0 && s.rate_hz <= 10000) return {};
+    return Status::bad_input("sampling rate " + std::to_string(s.rate_hz) +
+                             ": give a number of samples per second up to 10000 (0: the engine's rate)");
+}
+
 std::string describe_targets(const TargetSpec& t) {
     std::string s;
     if (!t.cgroups.empty()) {
@@ -93,8 +103,10 @@ struct Session::WatchedCgroup {
 };
 
 Session::Session(Engine& engine, SessionConfig cfg, EventSink sink)
-    : engine_(engine), cfg_(std::move(cfg)), sink_(std::move(sink)), agg_(new Aggregator(*engine.store_)) {
+    : engine_(engine), cfg_(std::move(cfg)), sink_(std::move(sink)),
+      agg_(new Aggregator(*engine.store_, period_of_rate(session_rate(cfg_, engine.cfg_)))) {
     target_text_ = describe_targets(cfg_.targets);
+    rate_hz_ = session_rate(cfg_, engine.cfg_);
 }
 
 Session::~Session() = default;
@@ -157,9 +169,10 @@ RunInfo Session::run_info(uint64_t end_mono_ns) const {
     run.start_mono_ns = start_mono_ns_;
     run.end_mono_ns = end_mono_ns;
     run.start_unix_ns = start_unix_ns_;
-    run.rate_hz = engine_.cfg_.rate_hz;
-    run.period_ns = engine_.period_ns();
+    run.rate_hz = rate_hz_;  // the session's own: its samples weigh its period
+    run.period_ns = period_of_rate(rate_hz_);
     run.kernel = kernel_release();
+    run.host = host_name();
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(engine_.max_depth_);
     run.bpf_loop = engine_.uses_bpf_loop();
@@ -203,6 +216,7 @@ Status Engine::preflight(const EngineConfig& cfg) {
 }
 
 Status Engine::validate(const EngineConfig& cfg, const SessionConfig& s) {
+    if (Status st = check_rate(s); !st.ok()) return st;
     if (!s.targets.cgroups.empty()) {
         std::string mount;
         if (Status st = cgroup_mount(cfg, mount); !st.ok()) return st;
@@ -228,6 +242,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     auto log = [eng = e.get()](const std::string& m) { eng->debug(m); };
     SamplerConfig sc;
     sc.rate_hz = cfg.rate_hz;
+    sc.start_paused = cfg.idle_without_sessions;  // until the first subscribe
     // Every kind of target follows exec: --all-python and launched commands pick up new
     // Python programs; a --pid target may exec into Python again.
     sc.watch_exec = true;
@@ -267,6 +282,23 @@ int Engine::wait_fd() const { return sampler_ ? sampler_->epoll_fd() : -1; }
 
 uint64_t Engine::period_ns() const { return sampler_ ? sampler_->period_ns() : 0; }
 
+double Engine::rate_hz() const { return sampler_ && !sampler_->paused() ? sampler_->rate_hz() : 0; }
+
+bool Engine::apply_rate(double joining_hz, std::string& error) {
+    double want = joining_hz;
+    for (auto& s : sessions_) want = std::max(want, s->rate_hz_);
+    if (want <= 0 || (!sampler_->paused() && period_of_rate(want) == sampler_->period_ns())) return true;
+    const bool was_paused = sampler_->paused();
+    const double old = sampler_->rate_hz();
+    if (sampler_->set_rate(want, error)) {
+        debug("sampling at " + std::to_string(want) + " Hz");
+        return true;
+    }
+    std::string ignored;
+    if (!was_paused) sampler_->set_rate(old, ignored);
+    return false;
+}
+
 std::vector<uint64_t> Engine::bpf_stats() const {
     if (!sampler_) return final_stats_;
     auto st = sampler_->stats();
@@ -276,6 +308,10 @@ std::vector<uint64_t> Engine::bpf_stats() const {
 Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& status) {
     if (!sampling_) {
         status = Status::cannot_profile("the engine has stopped sampling; start a new one");
+        return nullptr;
+    }
+    if (Status st = check_rate(cfg); !st.ok()) {
+        status = st;
         return nullptr;
     }
     std::unique_ptr<Session> s(new Session(*this, cfg, std::move(sink)));
@@ -341,6 +377,13 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     }
 
     if (t.children) launch_tree_roots(*s);
+    // The engine samples at the fastest session's rate from before this one's targets are
+    // registered. Resuming from a pause, records queued meanwhile (execs) are for no session.
+    if (sessions_.empty() && sampler_->paused()) sampler_->drain();
+    if (std::string error; !apply_rate(s->rate_hz_, error)) {
+        status = Status::cannot_profile(error);
+        return nullptr;
+    }
     Session* sp = s.get();
     sessions_.push_back(std::move(s));
     sp->start_mono_ns_ = mono_ns();
@@ -678,8 +721,15 @@ void Engine::stop_sampling() {
     }
 }
 
+void Engine::pause_sampling() {
+    sampler_->pause();
+    while (sampler_->drain() > 0) {
+    }
+}
+
 Profile Engine::stop(Session* s) {
-    if (sessions_.size() == 1 && !cfg_.idle_without_sessions) stop_sampling();
+    if (sessions_.size() == 1 && cfg_.idle_without_sessions) pause_sampling();
+    else if (sessions_.size() == 1) stop_sampling();
     else sampler_->drain();
     registry_->refresh_thread_names();
     registry_->mark_gone_exited();
@@ -695,6 +745,8 @@ Profile Engine::stop(Session* s) {
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [&](auto& p) { return p.get() == s; }),
                     sessions_.end());
     if (sessions_.empty() && sampling_) reset_caches();
+    if (std::string error; sampling_ && !sessions_.empty() && !apply_rate(0, error))  // the fastest may be gone
+        for (auto& other : sessions_) other->event({EngineEvent::Error, 0, false, 0, error});
     return out;
 }
 

@@ -8,6 +8,13 @@
 // sample goes to the sessions that want its process, and the work per stack (reading the
 // BPF stack map, symbolizing) is done once for all of them.
 //
+// Each session has its own rate. The perf events sample every CPU at the fastest live
+// session's rate (raised when a faster session subscribes, before its targets are
+// registered; lowered when the fastest one stops), and every on-CPU record carries its CPU's
+// sampled clock: a slower session keeps the samples a timer at its own rate on that CPU would
+// have taken, each weighing its own period (engine/decimate.h). With idle_without_sessions
+// the perf events are closed while no session exists, and reopened by the next subscribe.
+//
 //   auto engine = Engine::start(config, status);
 //   Session* s = engine->subscribe(session_config, on_event, status);
 //   while (!s->done()) engine->poll(100);    // snapshot() at any time
@@ -64,8 +71,9 @@ struct EngineConfig {
     // Which execs BPF reports: every exec (--all-python, launched commands, a --pid followed
     // through exec), or only those under the cgroups the sessions watch (--cgroup).
     bool execs_only_in_cgroups = false;
-    // false (the CLI): stopping the last session stops sampling for good. true (the agent):
-    // the engine idles until the next subscribe.
+    // No perf event is open while no session exists (at start, and after the last session
+    // stops): an agent waiting for sessions costs nothing per sample. Off: the last session's
+    // stop ends sampling for good (the CLI).
     bool idle_without_sessions = false;
     Knobs knobs;
 };
@@ -93,7 +101,8 @@ struct SessionConfig {
     // Stop after this long (0: when stopped, or when the targets are gone). A --cgroup that
     // does not exist yet is waited for this long (without a duration it is an error).
     double duration_s = 0;
-    // Samples per second per CPU; 0: EngineConfig::rate_hz.
+    // Samples per second per CPU for this session (0: EngineConfig::rate_hz), at most 10000.
+    // Its samples weigh 1 / rate_hz s each, whatever the engine's rate.
     double rate_hz = 0;
     // Empty: every process. The agent sets the caller's access rule here.
     AdmitRule admit;
@@ -146,6 +155,7 @@ public:
     const SessionConfig& config() const { return cfg_; }
     // What it profiles, for people: "pid 1234", "all-python", "python3 app.py", "cgroup X".
     const std::string& target_text() const { return target_text_; }
+    double rate_hz() const { return rate_hz_; }  // its own (SessionConfig::rate_hz resolved)
 
 private:
     friend class Engine;
@@ -172,6 +182,7 @@ private:
     int64_t start_unix_ns_ = 0;
     std::string done_reason_;
     std::string target_text_;
+    double rate_hz_ = 0;
 };
 
 class Engine {
@@ -199,14 +210,18 @@ public:
     int wait_fd() const;
 
     // Ends a session and returns its final profile (everything BPF holds drained first).
-    // When it was the last session, sampling stops for good: a later subscribe fails.
+    // When it was the last session, sampling stops for good: a later subscribe fails (with
+    // idle_without_sessions, sampling pauses instead until the next subscribe). When it was
+    // the fastest, the engine's rate drops to the fastest left.
     Profile stop(Session* s);
 
     // Engine-wide facts for status lines and summaries.
     uint64_t lost() const;
     uint32_t max_depth() const { return max_depth_; }
     bool uses_bpf_loop() const;
-    uint64_t period_ns() const;
+    uint64_t period_ns() const;  // of the engine's rate
+    // The rate the perf events sample at now: the fastest session's; 0 while paused or stopped.
+    double rate_hz() const;
     const EngineConfig& config() const { return cfg_; }
     // BPF statistics (summed over CPUs), indexed by enum pbp_stat.
     std::vector<uint64_t> bpf_stats() const;
@@ -233,6 +248,10 @@ private:
     void forget_unused(const Session& gone);
     void launch_tree_roots(Session& s);
     void reset_caches();
+    void pause_sampling();
+    // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
+    // none); false and error when the perf events cannot be reopened (the old rate is kept).
+    bool apply_rate(double joining_hz, std::string& error);
 
     EngineConfig cfg_;
     std::unique_ptr<BpfSampler> sampler_;

@@ -1,6 +1,8 @@
 #include "engine/profile.h"
 
+#include <algorithm>
 #include <functional>
+#include <iterator>
 
 namespace pbp {
 
@@ -60,13 +62,18 @@ std::string ProcessProfile::pod_name() const {
 
 std::string ProcessProfile::where() const {
     std::string s;
-    if (std::string pod = pod_name(); !pod.empty()) s = "pod " + pod;
+    auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
+    if (std::string pod = pod_name(); !pod.empty()) add("pod " + pod);
     auto c = labels.find("container");
     auto id = labels.find("container_id");
-    if (c != labels.end() || id != labels.end()) {
-        s += s.empty() ? "" : ", ";
-        s += "container " + (c != labels.end() ? c->second : id->second.substr(0, 12));
-    }
+    if (c != labels.end() || id != labels.end())
+        add("container " + (c != labels.end() ? c->second : id->second.substr(0, 12)));
+    // The labels a merge gave (role=scheduler, worker=tcp://...), then the machine.
+    static const char* const kShownAbove[] = {"cgroup", "container_id", "container", "pod_uid", "pod", "namespace",
+                                              "host"};
+    for (const auto& [k, v] : labels)
+        if (std::find(std::begin(kShownAbove), std::end(kShownAbove), k) == std::end(kShownAbove)) add(k + "=" + v);
+    if (auto h = labels.find("host"); h != labels.end()) add("host " + h->second);
     return s;
 }
 

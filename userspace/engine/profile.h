@@ -30,6 +30,7 @@ public:
     const Frame& at(uint32_t i) const { return frames_[i]; }
     size_t size() const { return frames_.size(); }
     const std::vector<Frame>& all() const { return frames_; }
+    bool operator==(const FrameTable& o) const { return frames_ == o.frames_; }
 
 private:
     std::vector<Frame> frames_;
@@ -42,6 +43,7 @@ public:
     uint32_t intern(const std::vector<uint32_t>& root_first);
     const std::vector<uint32_t>& at(uint32_t i) const { return stacks_[i]; }
     size_t size() const { return stacks_.size(); }
+    bool operator==(const StackTable& o) const { return stacks_ == o.stacks_; }
 
 private:
     struct VecHash {
@@ -65,6 +67,7 @@ struct Sample {
     uint16_t cpu = 0;
     SampleKind kind = SampleKind::Cpu;
     uint64_t weight_ns = 0;  // what the sample stands for, in ns
+    bool operator==(const Sample&) const = default;
 };
 
 struct ThreadProfile {
@@ -72,6 +75,7 @@ struct ThreadProfile {
     uint32_t ns_tid = 0;  // tid inside the process's PID namespace (== tid when none)
     std::string name;     // /proc/PID/task/TID/comm
     std::vector<Sample> samples;  // in time order
+    bool operator==(const ThreadProfile&) const = default;
 };
 
 // One reading of a process's resource use (ResourceSampler, about once a second).
@@ -80,6 +84,7 @@ struct ResourcePoint {
     double cpu_pct = -1;    // CPU time (user + system, all threads) since the previous reading,
                             // in % of one CPU; -1 = unknown (first reading)
     uint64_t rss_bytes = 0; // resident set size
+    bool operator==(const ResourcePoint&) const = default;
 };
 
 struct ProcessProfile {
@@ -91,7 +96,9 @@ struct ProcessProfile {
     std::string python;   // "3.11.7 (static /usr/bin/python3.11)"
     uint64_t first_sample_ns = 0, last_sample_ns = 0;
     bool exited = false;
-    std::map<std::string, std::string> labels;  // container / pod labels, when known
+    // Container / pod labels, when known (cgroup, container_id, container, pod_uid, pod,
+    // namespace); in a merged profile also its input's labels (role=scheduler, host=node-a).
+    std::map<std::string, std::string> labels;
     std::map<uint32_t, ThreadProfile> threads;  // by host tid
     std::vector<ResourcePoint> resources;       // in time order
 
@@ -99,8 +106,11 @@ struct ProcessProfile {
     // From the labels: "namespace/name" (or the pod UID when its name is not known), "" for
     // a process in no pod.
     std::string pod_name() const;
-    // "pod default/web-1, container app" / "container 0123456789ab" / "" (no container).
+    // "pod default/web-1, container app" / "container 0123456789ab" / "" (no container),
+    // then every label but the container/pod/cgroup ones as key=value, and the host last:
+    // "role=worker, worker=tcp://10.0.0.2:4000, host node-b" (a merged profile's).
     std::string where() const;
+    bool operator==(const ProcessProfile&) const = default;
 };
 
 struct RunInfo {
@@ -112,6 +122,7 @@ struct RunInfo {
     double rate_hz = 0;
     uint64_t period_ns = 0;             // each sample stands for this much CPU time
     std::string kernel;                 // uname -r
+    std::string host;                   // the machine's host name (uname -n) at record time
     std::string version;                // pybpfprof version
     uint64_t lost = 0;                  // ring-buffer drops
     uint64_t truncated = 0;             // samples deeper than the walk limit (marked [truncated])
@@ -119,6 +130,8 @@ struct RunInfo {
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
     int max_depth = 0;                  // deepest stack BPF walks in this run (kernel limit or --max-depth)
     bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
+
+    bool operator==(const RunInfo&) const = default;
 
     int64_t unix_ns(uint64_t mono_ns) const {
         return start_unix_ns + static_cast<int64_t>(mono_ns - start_mono_ns);
@@ -141,12 +154,26 @@ struct TaskSpan {
     bool operator==(const TaskSpan&) const = default;
 };
 
+// One of the profiles a merged profile was made of (engine/merge.h): its run as recorded,
+// on its own machine's clock, and the labels the merge gave its processes.
+struct MergedInput {
+    RunInfo run;
+    std::map<std::string, std::string> labels;
+    bool operator==(const MergedInput&) const = default;
+};
+
 struct Profile {
     RunInfo run;
     FrameTable frames;
     StackTable stacks;
-    std::map<uint32_t, ProcessProfile> processes;  // by host pid
+    // By host pid in a recorded profile. In a merged profile (engine/merge.h) processes of
+    // several machines may share a pid, so the key is a synthetic number (1, 2, ... in input
+    // order): read a process's pid from ProcessProfile::pid, never from the key.
+    std::map<uint32_t, ProcessProfile> processes;
+    std::vector<MergedInput> merged_from;  // a merged profile's inputs, in order; empty when recorded
     std::vector<TaskSpan> tasks;  // sorted by (process, tid, start_ns); empty when none were attached
+
+    bool operator==(const Profile&) const = default;
 
     uint64_t total_samples() const;
     uint64_t total_weight_ns(SampleKind k) const;

@@ -10,6 +10,8 @@ std::unique_ptr<Exporter> make_speedscope_exporter();  // speedscope.cpp
 std::unique_ptr<Exporter> make_collapsed_exporter();   // collapsed.cpp
 std::unique_ptr<Exporter> make_html_exporter();        // html_report.cpp
 std::unique_ptr<Exporter> make_pprof_exporter();       // pprof.cpp
+std::unique_ptr<Exporter> make_svg_exporter();         // svg.cpp
+std::unique_ptr<Exporter> make_raw_exporter();         // raw.cpp: pybpfprof's own format
 
 namespace {
 
@@ -24,6 +26,8 @@ const FormatEntry kFormats[] = {
     {"collapsed", make_collapsed_exporter},
     {"html", make_html_exporter},
     {"pprof", make_pprof_exporter},
+    {"svg", make_svg_exporter},
+    {"pbp", make_raw_exporter},
 };
 
 }  // namespace

@@ -813,7 +813,16 @@ json Aggregation::build(std::string& note) {
     r["unresolved"] = run.unresolved;
     r["unresolved_total"] = p_.unresolved_total();
     r["kernel"] = run.kernel;
+    r["host"] = run.host;
     r["version"] = run.version.empty() ? std::string(PYBPFPROF_VERSION) : run.version;
+    // A merged profile's inputs (engine/merge.h), each on its own machine's clock.
+    json merged = json::array();
+    for (const MergedInput& m : p_.merged_from)
+        merged.push_back({{"labels", m.labels}, {"host", m.run.host}, {"target", m.run.target},
+                          {"start_iso", iso8601_utc_ms(m.run.start_unix_ns)},
+                          {"duration_s", m.run.end_mono_ns > m.run.start_mono_ns ? m.run.duration_s() : 0.0},
+                          {"rate_hz", m.run.rate_hz}, {"kernel", m.run.kernel}, {"lost", m.run.lost}});
+    r["merged_from"] = merged;
     r["max_depth"] = run.max_depth;
     if (run.bpf_run_cnt) r["bpf_ns_per_event"] = run.bpf_run_time_ns / run.bpf_run_cnt;
     size_t active = 0;

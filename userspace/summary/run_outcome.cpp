@@ -28,8 +28,8 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
     o.truncated = run.truncated;
     o.max_depth = run.max_depth;
     if (with_bpf_cost) o.bpf_cost = bpf_cost_lines(run, bpf_stats, debug);
-    for (auto& [pid, p] : profile.processes)
-        if (p.threads.empty() && !facts.all_python) o.not_sampled.emplace_back(static_cast<pid_t>(pid), p.comm);
+    for (auto& [_, p] : profile.processes)  // (a merged profile's keys are not pids)
+        if (p.threads.empty() && !facts.all_python) o.not_sampled.emplace_back(static_cast<pid_t>(p.pid), p.comm);
     for (pid_t pid : facts.exited_early) {
         uint64_t n = 0;
         if (auto it = profile.processes.find(static_cast<uint32_t>(pid)); it != profile.processes.end())

@@ -36,6 +36,12 @@ std::string kernel_release() {
     return u.release;
 }
 
+std::string host_name() {
+    utsname u{};
+    if (uname(&u)) return "unknown";
+    return u.nodename;
+}
+
 bool check_kernel(const std::string& btf_path, std::string& error) {
     return check_kernel(kernel_release(), kKernelBtf, btf_path, error);
 }

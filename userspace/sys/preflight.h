@@ -13,5 +13,7 @@ bool check_kernel(const std::string& btf_path, std::string& error);
 bool check_kernel(const std::string& release, const std::string& kernel_btf, const std::string& btf_path,
                   std::string& error);
 std::string kernel_release();
+// The machine's host name (uname -n), "unknown" if uname fails.
+std::string host_name();
 
 }  // namespace pbp

@@ -1,0 +1,24 @@
+#include "cli/run.h"
+
+#include "cli/agent_client.h"
+#include "cli/record.h"
+#include "cli/terminal.h"
+#include "sys/preflight.h"
+
+namespace pbp {
+
+int run_profile(const Options& opts) {
+    // Without the privileges to load BPF, the agent profiles for this user, when one runs.
+    std::string error;
+    if (!check_privileges(error)) {
+        const std::string socket = agent_socket_path();
+        if (agent_reachable(socket)) return run_via_agent(opts, socket);
+        err("profiling needs root (or CAP_BPF and CAP_PERFMON), or the pybpfprof agent: run it with sudo, or "
+            "have an administrator start the agent once (sudo systemctl enable --now pybpfprof-agent), after "
+            "which you can profile your own processes as you are; no agent answers at " + socket);
+        return kExitError;
+    }
+    return run_record(opts);
+}
+
+}  // namespace pbp

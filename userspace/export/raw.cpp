@@ -1,0 +1,358 @@
+// The "pbp" exporter: pybpfprof's own, lossless profile format (export/raw.h,
+// docs/raw-format.md), written as gzip-compressed JSON.
+//
+// Compactness: frames are columns (name, file index, line, synthetic) over a table of file
+// names; a thread's samples are parallel arrays (timestamps as differences from the previous
+// sample, stack indices, CPUs), and its kinds and weights a single number when every sample
+// has the same (the usual on-CPU profile), else arrays too.
+// Exactness: every integer is written in full (JSON numbers up to 2^64 - 1); a string that
+// is not valid UTF-8 (a command line or thread name is any bytes) is {"base64": "..."}; a
+// map whose keys are not all valid UTF-8 is an array of [key, value] pairs.
+#include <zlib.h>
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "export/exporter.h"
+#include "export/raw.h"
+
+namespace pbp {
+
+namespace {
+
+using nlohmann::json;
+
+// RFC 3629 UTF-8 (no surrogates, no overlong forms, at most U+10FFFF): what a JSON parser
+// accepts in a string.
+bool valid_utf8(std::string_view s) {
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        unsigned char c = b[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        if (!len || i + len > n) return false;
+        uint32_t cp = c & (0x7f >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((b[i + k] & 0xc0) != 0x80) return false;
+            cp = (cp << 6) | (b[i + k] & 0x3f);
+        }
+        static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+        i += len;
+    }
+    return true;
+}
+
+std::string base64(std::string_view in) {
+    static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+        for (int sh : {18, 12, 6, 0}) out.push_back(tbl[(v >> sh) & 63]);
+    }
+    if (i < in.size()) {
+        uint32_t v = uint8_t(in[i]) << 16;
+        if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+        out.push_back(tbl[v >> 18]);
+        out.push_back(tbl[(v >> 12) & 63]);
+        out.push_back(i + 1 < in.size() ? tbl[(v >> 6) & 63] : '=');
+        out.push_back('=');
+    }
+    return out;
+}
+
+class Writer {
+public:
+    std::string text;
+    // When set, the text is handed to it in pieces as it grows (the last byte is kept: key()
+    // looks at it), so a long run is never all in memory twice.
+    std::function<void(std::string_view)> sink;
+    void drain() {
+        if (sink && text.size() > (1u << 20)) {
+            sink(std::string_view(text.data(), text.size() - 1));
+            text.erase(0, text.size() - 1);
+        }
+    }
+
+    void raw(std::string_view s) { text.append(s); }
+    void u(uint64_t v) {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        text.append(buf, r.ptr);
+    }
+    void i(int64_t v) {
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        text.append(buf, r.ptr);
+    }
+    // A finite double as the shortest text that reads back as the same double ("99" for
+    // 99.0: the reader takes an integer for a double field); null for NaN and infinities,
+    // which JSON lacks (read back as NaN).
+    void d(double v) {
+        if (!std::isfinite(v)) return raw("null");
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof buf, v);
+        text.append(buf, r.ptr);
+    }
+    void b(bool v) { raw(v ? "true" : "false"); }
+    void str(const std::string& s) {
+        if (valid_utf8(s)) {
+            text += json(s).dump(-1, ' ', false, json::error_handler_t::strict);
+        } else {
+            raw("{\"base64\":\"");
+            raw(base64(s));
+            raw("\"}");
+        }
+    }
+    void key(const char* k) {
+        if (!text.empty() && text.back() != '{' && text.back() != '\n') raw(",");
+        raw("\"");
+        raw(k);
+        raw("\":");
+    }
+    template <class V, class F>
+    void map(const std::map<std::string, V>& m, F put_value) {
+        bool keys_ok = true;
+        for (const auto& [k, _] : m) keys_ok &= valid_utf8(k);
+        raw(keys_ok ? "{" : "[");
+        bool first = true;
+        for (const auto& [k, v] : m) {
+            if (!first) raw(",");
+            first = false;
+            if (keys_ok) {
+                str(k);
+                raw(":");
+            } else {
+                raw("[");
+                str(k);
+                raw(",");
+            }
+            put_value(v);
+            if (!keys_ok) raw("]");
+        }
+        raw(keys_ok ? "}" : "]");
+    }
+    void labels(const std::map<std::string, std::string>& m) {
+        map(m, [this](const std::string& v) { str(v); });
+    }
+    template <class T, class F>
+    void array(const std::vector<T>& v, F put) {
+        raw("[");
+        for (size_t k = 0; k < v.size(); k++) {
+            if (k) raw(",");
+            put(v[k]);
+            if ((k & 0xffff) == 0xffff) drain();
+        }
+        raw("]");
+    }
+    void run(const RunInfo& r);
+};
+
+void Writer::run(const RunInfo& r) {
+    raw("{");
+    key("target"), str(r.target);
+    key("command"), array(r.command, [this](const std::string& s) { str(s); });
+    key("start_mono_ns"), u(r.start_mono_ns);
+    key("end_mono_ns"), u(r.end_mono_ns);
+    key("start_unix_ns"), i(r.start_unix_ns);
+    key("rate_hz"), d(r.rate_hz);
+    key("period_ns"), u(r.period_ns);
+    key("kernel"), str(r.kernel);
+    key("host"), str(r.host);
+    key("version"), str(r.version);
+    key("lost"), u(r.lost);
+    key("truncated"), u(r.truncated);
+    key("unresolved"), map(r.unresolved, [this](uint64_t v) { u(v); });
+    key("bpf_run_time_ns"), u(r.bpf_run_time_ns);
+    key("bpf_run_cnt"), u(r.bpf_run_cnt);
+    key("max_depth"), i(r.max_depth);
+    key("bpf_loop"), b(r.bpf_loop);
+    raw("}");
+}
+
+class RawExporter : public Exporter {
+public:
+    std::string name() const override { return "pbp"; }
+    std::vector<std::string> extensions() const override { return {"pbp"}; }
+    std::string how_to_open(const std::string& path) const override {
+        return "merge it with others or turn it into any format: pybpfprof merge " + path + " ... -o report.html";
+    }
+    void write(const Profile& profile, const ExportOptions&, std::ostream& out) const override {
+        write_raw(profile, out);
+    }
+};
+
+void write_json(const Profile& p, Writer& w) {
+    w.raw("{\"format\":\"");
+    w.raw(kRawFormatName);
+    w.raw("\",\"version\":");
+    w.i(kRawFormatVersion);
+    w.raw(",\n");
+    w.key("run"), w.run(p.run);
+    w.raw(",\n");
+    w.key("merged_from");
+    w.raw("[");
+    for (size_t k = 0; k < p.merged_from.size(); k++) {
+        w.raw(k ? ",\n{" : "\n{");
+        w.key("labels"), w.labels(p.merged_from[k].labels);
+        w.key("run"), w.run(p.merged_from[k].run);
+        w.raw("}");
+    }
+    w.raw("],\n");
+
+    // Frames: columns over a table of file names.
+    std::map<std::string, uint32_t> file_index;
+    std::vector<const std::string*> files;
+    for (const Frame& f : p.frames.all()) {
+        auto [it, added] = file_index.emplace(f.file, static_cast<uint32_t>(files.size()));
+        if (added) files.push_back(&it->first);
+    }
+    w.key("files"), w.array(files, [&](const std::string* s) { w.str(*s); });
+    w.raw(",\n");
+    const auto& frames = p.frames.all();
+    w.key("frames");
+    w.raw("{");
+    w.key("name"), w.array(frames, [&](const Frame& f) { w.str(f.name); });
+    w.key("file"), w.array(frames, [&](const Frame& f) { w.u(file_index.at(f.file)); });
+    w.key("line"), w.array(frames, [&](const Frame& f) { w.i(f.line); });
+    w.key("synthetic"), w.array(frames, [&](const Frame& f) { w.b(f.synthetic); });
+    w.raw("},\n");
+    w.key("stacks");
+    w.raw("[");
+    for (uint32_t s = 0; s < p.stacks.size(); s++) {
+        if (s) w.raw(",");
+        w.array(p.stacks.at(s), [&](uint32_t f) { w.u(f); });
+    }
+    w.raw("],\n");
+
+    w.key("processes");
+    w.raw("[");
+    bool first_proc = true;
+    for (const auto& [key, pr] : p.processes) {
+        w.raw(first_proc ? "\n{" : ",\n{");
+        first_proc = false;
+        w.key("key"), w.u(key);
+        w.key("pid"), w.u(pr.pid);
+        w.key("ns_pid"), w.u(pr.ns_pid);
+        w.key("comm"), w.str(pr.comm);
+        w.key("cmdline"), w.str(pr.cmdline);
+        w.key("exe"), w.str(pr.exe);
+        w.key("python"), w.str(pr.python);
+        w.key("first_sample_ns"), w.u(pr.first_sample_ns);
+        w.key("last_sample_ns"), w.u(pr.last_sample_ns);
+        w.key("exited"), w.b(pr.exited);
+        w.key("labels"), w.labels(pr.labels);
+        w.key("resources");
+        w.raw("{");
+        w.key("mono_ns"), w.array(pr.resources, [&](const ResourcePoint& r) { w.u(r.mono_ns); });
+        w.key("cpu_pct"), w.array(pr.resources, [&](const ResourcePoint& r) { w.d(r.cpu_pct); });
+        w.key("rss_bytes"), w.array(pr.resources, [&](const ResourcePoint& r) { w.u(r.rss_bytes); });
+        w.raw("}");
+        w.key("threads");
+        w.raw("[");
+        bool first_thread = true;
+        for (const auto& [tid, t] : pr.threads) {
+            w.raw(first_thread ? "\n{" : ",\n{");
+            first_thread = false;
+            w.key("tid"), w.u(t.tid);
+            w.key("ns_tid"), w.u(t.ns_tid);
+            w.key("name"), w.str(t.name);
+            const auto& v = t.samples;
+            w.key("ts_ns");
+            w.raw("[");
+            uint64_t prev = 0;
+            for (size_t k = 0; k < v.size(); k++) {
+                if (k) {
+                    w.raw(",");
+                    w.i(static_cast<int64_t>(v[k].ts_ns - prev));  // wraps: read back exactly
+                } else {
+                    w.u(v[k].ts_ns);
+                }
+                prev = v[k].ts_ns;
+                if ((k & 0xffff) == 0xffff) w.drain();
+            }
+            w.raw("]");
+            w.key("stack"), w.array(v, [&](const Sample& s) { w.u(s.stack); });
+            w.key("cpu"), w.array(v, [&](const Sample& s) { w.u(s.cpu); });
+            bool one_kind = true, one_weight = true;
+            for (const Sample& s : v) {
+                one_kind &= s.kind == v.front().kind;
+                one_weight &= s.weight_ns == v.front().weight_ns;
+            }
+            w.key("kind");
+            if (one_kind) w.u(v.empty() ? static_cast<uint64_t>(SampleKind::Cpu) : static_cast<uint64_t>(v.front().kind));
+            else w.array(v, [&](const Sample& s) { w.u(static_cast<uint64_t>(s.kind)); });
+            w.key("weight_ns");
+            if (one_weight) w.u(v.empty() ? 0 : v.front().weight_ns);
+            else w.array(v, [&](const Sample& s) { w.u(s.weight_ns); });
+            w.raw("}");
+            w.drain();
+        }
+        w.raw("]}");
+    }
+    w.raw("]}\n");
+}
+
+// gzip (RFC 1952) at zlib's default level, written to out as it is made.
+class GzipStream {
+public:
+    explicit GzipStream(std::ostream& out) : out_(out) {
+        if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            throw std::runtime_error("gzip: deflateInit2 failed");
+    }
+    ~GzipStream() { deflateEnd(&zs_); }
+    GzipStream(const GzipStream&) = delete;
+    GzipStream& operator=(const GzipStream&) = delete;
+    void write(std::string_view data) { deflate_all(data, Z_NO_FLUSH); }
+    void finish() { deflate_all({}, Z_FINISH); }
+
+private:
+    void deflate_all(std::string_view data, int flush) {
+        zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+        zs_.avail_in = static_cast<uInt>(data.size());
+        int rc;
+        do {
+            zs_.next_out = reinterpret_cast<Bytef*>(buf_);
+            zs_.avail_out = sizeof buf_;
+            rc = deflate(&zs_, flush);
+            if (rc == Z_STREAM_ERROR) throw std::runtime_error("gzip: compression failed");
+            out_.write(buf_, static_cast<std::streamsize>(sizeof buf_ - zs_.avail_out));
+        } while (zs_.avail_out == 0);
+        if (flush == Z_FINISH && rc != Z_STREAM_END) throw std::runtime_error("gzip: compression did not finish");
+    }
+    std::ostream& out_;
+    z_stream zs_{};
+    char buf_[1 << 16];
+};
+
+}  // namespace
+
+std::string raw_json(const Profile& p) {
+    Writer w;
+    write_json(p, w);
+    return std::move(w.text);
+}
+
+void write_raw(const Profile& p, std::ostream& out) {
+    GzipStream gz(out);
+    Writer w;
+    w.sink = [&gz](std::string_view piece) { gz.write(piece); };
+    write_json(p, w);
+    gz.write(w.text);
+    gz.finish();
+}
+
+std::unique_ptr<Exporter> make_raw_exporter() { return std::make_unique<RawExporter>(); }
+
+}  // namespace pbp
