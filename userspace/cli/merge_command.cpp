@@ -34,11 +34,6 @@ constexpr const char* kLabelSyntax =
     "[N:]KEY=VALUE, N the input's position (1 = the first file; without N: every input), KEY letters, digits, "
     "'_', '.' or '-' (e.g. --label 1:role=scheduler)";
 
-std::string lower(std::string s) {
-    for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-    return s;
-}
-
 // The whole file, or false + the reason.
 bool slurp(const std::string& path, std::string& out, std::string& error) {
     std::ifstream f(path, std::ios::binary);
