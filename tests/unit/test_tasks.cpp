@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <sstream>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/merge.h"
 #include "engine/profile.h"
 #include "engine/tasks.h"
 #include "export/html_report.h"
+#include "export/raw.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -195,6 +199,103 @@ TEST(TaskFile, RefusesWhatIsNotATaskFile) {
     r.p.run.start_unix_ns = 0;
     EXPECT_FALSE(attach_tasks(r.p, task_file().dump(), got, error));
     EXPECT_NE(error.find("wall-clock"), std::string::npos) << error;
+}
+
+// ---- the lossless format (pbp) and the merge ---------------------------------------------
+
+TEST(TaskFile, SpansRoundTripThroughPbp) {
+    DaskRun r;
+    AttachedTasks got;
+    std::string error;
+    ASSERT_TRUE(attach_tasks(r.p, task_file().dump(), got, error)) << error;
+    std::ostringstream os;
+    write_raw(r.p, os);
+    Profile back;
+    ASSERT_TRUE(read_raw(os.str(), back, error)) << error;
+    EXPECT_EQ(back.tasks, r.p.tasks);
+    EXPECT_TRUE(back == r.p);
+    // A profile without tasks has no "tasks" field (as files written before tasks existed).
+    DaskRun plain;
+    EXPECT_EQ(raw_json(plain.p).find("\"tasks\""), std::string::npos);
+}
+
+TEST(TaskFile, ThePbpReaderChecksTheSpans) {
+    DaskRun r;
+    AttachedTasks got;
+    std::string error;
+    ASSERT_TRUE(attach_tasks(r.p, task_file().dump(), got, error)) << error;
+    const json good = json::parse(raw_json(r.p));
+    auto refused = [&](const std::function<void(json&)>& damage, const std::string& why) {
+        json j = good;
+        damage(j);
+        Profile out;
+        std::string e;
+        EXPECT_FALSE(read_raw(j.dump(), out, e)) << why;
+        EXPECT_NE(e.find(why), std::string::npos) << e;
+    };
+    refused([](json& j) { j["tasks"]["process"][0] = 77; }, "is not the key of a process");
+    refused([](json& j) { j["tasks"]["key"][0] = 999; }, "is not a text index");
+    refused([](json& j) { j["tasks"]["tid"].erase(0); }, "must be as long as each other");
+    refused([](json& j) { j["tasks"]["stop_ns"][0] = 0; }, "stops before it starts");
+    refused([](json& j) { std::swap(j["tasks"]["start_ns"][0], j["tasks"]["start_ns"][1]);
+                          std::swap(j["tasks"]["stop_ns"][0], j["tasks"]["stop_ns"][1]); }, "not sorted");
+    refused([](json& j) { j["tasks"]["colour"] = json::array(); }, "unknown field");
+}
+
+TEST(TaskFile, MergingMovesSpansWithTheirProcesses) {
+    // Two inputs: the task file attached to each; the second started 2 s later (wall clock)
+    // on a machine whose monotonic clock is 100 s ahead.
+    DaskRun a, b;
+    b.p.run.start_mono_ns += 100'000'000'000ULL;
+    b.p.run.end_mono_ns += 100'000'000'000ULL;
+    b.p.run.start_unix_ns += 2'000'000'000LL;
+    for (auto& [_, pr] : b.p.processes)
+        for (auto& [__, t] : pr.threads)
+            for (Sample& s : t.samples) s.ts_ns += 100'000'000'000ULL;
+    AttachedTasks got;
+    std::string error;
+    json f = task_file();
+    ASSERT_TRUE(attach_tasks(a.p, f.dump(), got, error)) << error;
+    for (auto& t : f["tasks"])
+        for (auto& ss : t["startstops"]) ss["start"] = ss["start"].get<double>() + 2, ss["stop"] = ss["stop"].get<double>() + 2;
+    ASSERT_TRUE(attach_tasks(b.p, f.dump(), got, error)) << error;
+    const uint64_t a0 = a.p.tasks[0].start_ns, b0 = b.p.tasks[0].start_ns;
+    EXPECT_NEAR(static_cast<double>(b0 - a0), 100e9, 1e4);  // b's clock is 100 s ahead; its tasks started 2 s after its run, as a's
+    Profile m = merge_profiles({a.p, b.p}, MergeOptions{}, error);
+    ASSERT_TRUE(error.empty()) << error;
+    ASSERT_EQ(m.tasks.size(), 12u);
+    EXPECT_EQ(m.tasks[0].process, 2u);  // a's worker 20
+    EXPECT_EQ(m.tasks[6].process, 5u);  // b's worker 20
+    EXPECT_EQ(m.tasks[6].tid, 25u);
+    // On one clock: b's first span 2 s after a's, as on the wall clock.
+    EXPECT_NEAR(static_cast<double>(m.tasks[6].start_ns - m.tasks[0].start_ns), 2e9, 1e4);
+    EXPECT_EQ(m.run.unix_ns(m.tasks[0].start_ns), a.p.run.unix_ns(a0));
+}
+
+TEST(TaskFile, MergeCommandAttachesATaskFile) {
+    DaskRun r;
+    std::string dir = test::temp_dir();
+    {
+        std::ofstream f(dir + "/w.pbp", std::ios::binary);
+        write_raw(r.p, f);
+    }
+    std::ofstream(dir + "/tasks.json") << task_file().dump();
+    auto res = test::run({PBP_BIN, "merge", dir + "/w.pbp", "-o", dir + "/out.pbp", "--no-summary", "--tasks",
+                          dir + "/tasks.json"});
+    ASSERT_EQ(res.status, 0) << res.out << res.err;
+    EXPECT_NE(res.err.find("1 task spans of tcp://127.0.0.1:4999 are left out"), std::string::npos) << res.err;
+    std::ifstream in(dir + "/out.pbp", std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    Profile out;
+    std::string error;
+    ASSERT_TRUE(read_raw(data, out, error)) << error;
+    EXPECT_EQ(out.tasks.size(), 6u);
+    // A file that is not a task file is bad input (2), and says which.
+    std::ofstream(dir + "/bad.json") << "{\"format\": \"speedscope\"}";
+    res = test::run({PBP_BIN, "merge", dir + "/w.pbp", "-o", dir + "/out2.html", "--tasks", dir + "/bad.json"});
+    EXPECT_EQ(res.status, 2) << res.out << res.err;
+    EXPECT_NE(res.err.find("bad.json: not a task file"), std::string::npos) << res.err;
+    EXPECT_FALSE(fs::exists(dir + "/out2.html"));
 }
 
 // ---- the report ---------------------------------------------------------------------
