@@ -167,8 +167,14 @@ async def _merge_async(parts, labels, tasks, fmt):
 # ---- merging -------------------------------------------------------------------------------
 
 def merge_command(binary, part_paths, labels, out, fmt, tasks_path=None):
-    """The `pybpfprof merge` command line: part i (1-based) gets the labels labels[i-1]."""
-    cmd = [binary, "merge"] + list(part_paths) + ["-o", out, "-f", fmt, "--no-summary"]
+    """The `pybpfprof merge` command line: part i (1-based) gets the labels labels[i-1]; the
+    run is called "Dask: scheduler + N workers"."""
+    roles = [dict(lab).get("role") for lab in labels]
+    what = (["scheduler"] if "scheduler" in roles else []) + (
+        ["%d worker%s" % (roles.count("worker"), "" if roles.count("worker") == 1 else "s")]
+        if "worker" in roles else [])
+    cmd = [binary, "merge"] + list(part_paths) + ["-o", out, "-f", fmt, "--no-summary",
+                                                  "--target", "Dask: " + " + ".join(what)]
     for i, lab in enumerate(labels):
         for k, v in lab:
             cmd += ["--label", "%d:%s=%s" % (i + 1, k, v)]

@@ -187,12 +187,17 @@ async function showFrames(page, expect, failures, deadline, shown) {
     while (at < want) { await page.keyboard.press('n'); at++; }
     const miss = await waitForToolbar(page, names, want, deadline);
     if (miss) { failures.push(`toolbar does not show profile ${JSON.stringify(miss)}`); return; }
-    await page.keyboard.press('3');
-    await page.keyboard.press('Control+f');
+    // The sandwich view, then its search box (Ctrl+F); a key pressed while the view is still
+    // being drawn can be missed, so a few tries.
     const input = page.locator('input:not([type="file"]):not([placeholder])').first();  // the search box (class names are hashed)
-    try {
-      await input.waitFor({ timeout: Math.max(2000, deadline - Date.now()) });
-    } catch (e) {
+    let open = false;
+    for (let attempt = 0; attempt < 5 && !open; attempt++) {
+      await page.keyboard.press('3');
+      await page.waitForTimeout(300 + 200 * attempt);
+      await page.keyboard.press('Control+f');
+      open = await input.waitFor({ timeout: 2000 }).then(() => true, () => false);
+    }
+    if (!open) {
       failures.push('Ctrl+F opens no search box in the sandwich view');
       return;
     }

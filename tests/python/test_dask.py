@@ -189,7 +189,7 @@ class Pure(unittest.TestCase):
                                            [[("role", "scheduler")], [("role", "worker"), ("worker", "tcp://h:1")]],
                                            "out.html", "html", "tasks.json")
         self.assertEqual(cmd, ["pybpfprof", "merge", "a.pbp", "b.pbp", "-o", "out.html", "-f", "html", "--no-summary",
-                               "--label", "1:role=scheduler", "--label", "2:role=worker", "--label",
+                               "--target", "Dask: scheduler + 1 worker", "--label", "1:role=scheduler", "--label", "2:role=worker", "--label",
                                "2:worker=tcp://h:1", "--tasks", "tasks.json"])
 
     def test_a_call_that_hangs_is_left_behind_at_the_time_limit(self):
@@ -238,7 +238,8 @@ class ClusterProfile(Cluster):
     def workload(self):
         futures = self.client.map(pbp_hot_loop, range(HOT_TASKS))
         self.hot_times = self.client.gather(futures)
-        df = dask.datasets.timeseries(start="2000-01-01", end="2000-01-11", freq="1s", partition_freq="1d",
+        # 240 partitions: a few hundred tasks, enough work for the scheduler to be sampled.
+        df = dask.datasets.timeseries(start="2000-01-01", end="2000-01-11", freq="5s", partition_freq="1h",
                                       seed=42)
         return df.groupby("name").agg({"x": "mean", "y": "max"}).compute()
 
@@ -427,6 +428,8 @@ class SchedulerDropIn(Cluster):
                     best = (index, top, weights[top])
         index, frame = best[0], best[1]
         name = frames[frame]["name"]
+        if KEEP:
+            shutil.copy(path, os.path.join(KEEP, "scheduler.speedscope.json"))
         res = node_check("check_speedscope.mjs", "--expect-frame", "%d:%s" % (index, name), path)
         print(res.stdout)
         self.assertEqual(res.returncode, 0, res.stdout)
