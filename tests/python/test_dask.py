@@ -201,6 +201,17 @@ class Pure(unittest.TestCase):
         self.assertIn("time limit", pybpfprof.dask._describe(r["hangs"][1]))
         self.assertIsInstance(r["fails"][1], ZeroDivisionError)
 
+    def test_profile_scheduler_takes_pyspy_options_and_says_it_ignores_them(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            p = pybpfprof.dask.profile_scheduler("profile.json", native=True, idle=True)
+        self.assertEqual(p.format, "speedscope")
+        self.assertTrue(p.path.endswith("/profile.json"))
+        said = [str(w.message) for w in caught]
+        self.assertEqual(len(said), 2, said)
+        self.assertIn("py-spy's option 'idle' has no pybpfprof equivalent", said[0])
+        self.assertEqual(pybpfprof.dask.profile_scheduler("s.html").format, "html")
+
     def test_arguments_are_checked_at_the_call(self):
         with self.assertRaises(ValueError):
             pybpfprof.dask.profile(None, "/tmp/x.unknown")
