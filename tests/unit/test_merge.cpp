@@ -440,9 +440,9 @@ TEST(MergeCommand, BadInputIsOneLineAndExitTwo) {
     std::string bytes = exported("pbp", t.b);
     std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
     expect_bad({a, cut, "-o", f.dir + "/out.html"}, cut + ": the file is truncated (the gzip data ends early)");
-    expect_bad({a, "-o", f.dir + "/out.svg"},
-               "cannot tell the output format from the name " + f.dir + "/out.svg; give -f " +
-                   "speedscope|collapsed|html|pprof|pbp, or end the name in " + known_extensions_text());
+    expect_bad({a, "-o", f.dir + "/out.svgz"},
+               "cannot tell the output format from the name " + f.dir + "/out.svgz; give -f " +
+                   "speedscope|collapsed|html|pprof|svg|pbp, or end the name in " + known_extensions_text());
     expect_bad({a, "-o", f.dir + "/no/such/dir/out.html"},
                "cannot write " + f.dir + "/no/such/dir/out.html: directory " + f.dir +
                    "/no/such/dir does not exist; create it or choose another -o path");
