@@ -96,12 +96,36 @@
       const th = {
         index: threads.length, proc: pi, tid: t.tid, ns_tid: t.ns_tid, name: t.name, n: t.n,
         fineBin, fineCount, fineFn, cells: decodeCells(t.cells), whole: t.whole ? decodeCells(t.whole) : null,
+        // The samples inside each key prefix's compute spans of this thread (decoded on use).
+        pcellsB64: new Map((t.pcells || []).map(([pfx, b64]) => [pfx, b64])), pcells: new Map(),
       };
       threads.push(th);
       proc.threadIdx.push(th.index);
     }
     procs.push(proc);
   });
+
+  // Task spans (Dask's task stream), when the run has them: lanes of compute spans, one per
+  // process and thread, and the key prefixes. Times are seconds since the run's start.
+  const TK = D.tasks || null;
+  const prefixes = TK ? TK.prefixes : [];
+  const taskKeys = TK ? TK.keys : [];
+  const lanes = (TK ? TK.lanes : []).map((l, i) => {
+    const v = varints(l.spans);
+    const n = v.length / 4;
+    const start = new Float64Array(n), stop = new Float64Array(n), prefix = new Uint32Array(n), key = new Uint32Array(n);
+    for (let j = 0, t = 0; j < n; j++) {
+      t += v[4 * j];
+      start[j] = t / 1e6; stop[j] = (t + v[4 * j + 1]) / 1e6; prefix[j] = v[4 * j + 2]; key[j] = v[4 * j + 3];
+    }
+    return { index: i, proc: l.proc, tid: l.tid, thread: l.thread, name: l.name, n, start, stop, prefix, key };
+  });
+  function prefixCells(th, pfx) {
+    if (!th.pcellsB64.has(pfx)) return null;
+    let c = th.pcells.get(pfx);
+    if (!c) th.pcells.set(pfx, c = decodeCells(th.pcellsB64.get(pfx)));
+    return c;
+  }
 
   // ---- formatting -------------------------------------------------------------------
   const fmtInt = d3.format(',');
@@ -175,7 +199,7 @@
   };
 
   // ---- state ------------------------------------------------------------------------
-  const state = { range: null, pod: -1, proc: -1, thread: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
+  const state = { range: null, pod: -1, proc: -1, thread: -1, prefix: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
   let current = null;  // the last computed scope
 
   function scopeThreads() {
@@ -194,14 +218,17 @@
     const perThread = new Float64Array(threads.length);
     const stackCount = new Float64Array(S);
     for (const t of threads) {
-      // The whole run, when embedded apart (exact where the time-scoped cells are lossy).
-      const src = !state.range && t.whole ? t.whole : t.cells;
+      // A key prefix selected: only the samples inside its compute spans. Else the whole
+      // run, when embedded apart (exact where the time-scoped cells are lossy).
+      const src = state.prefix >= 0 ? prefixCells(t, state.prefix) : !state.range && t.whole ? t.whole : t.cells;
+      if (!src) { perThread[t.index] = 0; continue; }
+      const allBins = src === t.whole || (state.prefix >= 0 && TK.whole_only);
       const bins = src.bins;
-      let lo = 0, hi = bins.length;
+      let lo = 0, hi = allBins ? 0 : bins.length;
       while (lo < hi) { const m = (lo + hi) >> 1; if (bins[m] < b0) lo = m + 1; else hi = m; }
       let sum = 0;
       const scoped = inScope[t.index];
-      for (let i = lo; i < bins.length && (src === t.whole || bins[i] <= b1); i++) {
+      for (let i = lo; i < bins.length && (allBins || bins[i] <= b1); i++) {
         for (let j = src.off[i]; j < src.off[i + 1]; j++) {
           const c = src.count[j];
           sum += c;
@@ -590,6 +617,172 @@
     else brushG.call(brush.move, null);
   }
 
+  // ---- tasks: lanes and key prefixes -------------------------------------------------
+  const tasksSection = document.getElementById('tasks-section');
+  tasksSection.hidden = !TK;
+  const lanesEl = document.getElementById('task-lanes');
+  const taskDetails = document.getElementById('task-details');
+  const prefixTable = document.getElementById('prefix-table');
+  const prefixPalette = [...d3.schemeSet2, ...d3.schemeDark2, ...d3.schemePaired];
+  const prefixColor = i => (i < prefixPalette.length ? prefixPalette[i] : d3.interpolateSinebow((i * 0.618) % 1));
+  const laneLabel = l => {
+    const p = procs[l.proc], lb = p.labels || {};
+    const who = lb.worker || (lb.role ? `${lb.role} ${p.pid}` : `pid ${p.pid}`);
+    return `${who} · ${l.name || 'thread'} ${l.tid}`;
+  };
+  function selectPrefix(i) {
+    state.prefix = state.prefix === i ? -1 : i;
+    update({ timeline: true });
+  }
+  // The span of lane l at time t (seconds), or -1.
+  function spanAt(l, t) {
+    let lo = 0, hi = l.n;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (l.start[m] <= t) lo = m + 1; else hi = m; }
+    for (let j = lo - 1; j >= 0 && j >= lo - 4; j--) if (l.start[j] <= t && t <= l.stop[j]) return j;
+    return -1;
+  }
+  let laneGeom = null;
+  function renderLanes() {
+    if (!TK) return;
+    const width = Math.max(400, timelineEl.clientWidth || lanesEl.clientWidth || 1000);
+    const plotW = width - LABEL_W - 16;  // as the timeline: the same x for the same time
+    const rh = lanes.length > 40 ? 8 : 16;
+    const h = Math.max(rh, lanes.length * rh);
+    const dpr = window.devicePixelRatio || 1;
+    const canvas = el('canvas', { class: 'lanes-canvas' });
+    canvas.width = width * dpr; canvas.height = h * dpr;
+    canvas.style.width = width + 'px'; canvas.style.height = h + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.scale(dpr, dpr);
+    const spanS = nfine * fineS;
+    const x = d3.scaleLinear().domain([0, spanS]).range([0, plotW]);
+    const scoped = new Set(scopeThreads());
+    const anyScope = state.thread >= 0 || state.proc >= 0 || state.pod >= 0;
+    let drawn = 0;
+    lanes.forEach((l, li) => {
+      const y = li * rh;
+      const inScope = !anyScope || (l.thread >= 0 ? scoped.has(l.thread) : procs[l.proc].threadIdx.some(t => scoped.has(t)) || state.proc === l.proc);
+      if (li % 2) { ctx.fillStyle = '#f6f6f6'; ctx.fillRect(LABEL_W, y, plotW, rh); }
+      for (let j = 0; j < l.n; j++) {
+        const dim = !inScope || (state.prefix >= 0 && l.prefix[j] !== state.prefix);
+        ctx.globalAlpha = dim ? 0.18 : 1;
+        ctx.fillStyle = prefixColor(l.prefix[j]);
+        const x0 = x(l.start[j]), w = Math.max(1, x(l.stop[j]) - x0);
+        ctx.fillRect(LABEL_W + x0, y + 1, w > 3 ? w - 1 : w, rh - 2);  // a gap between back-to-back tasks
+        drawn++;
+      }
+      ctx.globalAlpha = 1;
+      ctx.fillStyle = inScope ? '#222' : '#999';
+      ctx.font = `${Math.min(12, rh - 2)}px system-ui, sans-serif`;
+      ctx.textBaseline = 'middle';
+      let text = laneLabel(l);
+      const full = text;
+      while (text.length > 4 && ctx.measureText(text).width > LABEL_W - 8) text = text.slice(0, -2);
+      if (text !== full) text = text.slice(0, -1) + '…';
+      ctx.fillText(text, 4, y + rh / 2);
+    });
+    if (state.range) {
+      ctx.fillStyle = 'rgba(70,130,180,0.12)';
+      const a = x(state.range[0] * coarseS), b = x(Math.min(spanS, (state.range[1] + 1) * coarseS));
+      ctx.fillRect(LABEL_W + a, 0, b - a, h);
+    }
+    lanesEl.replaceChildren(canvas);
+    lanesEl.dataset.lanes = String(lanes.length);
+    lanesEl.dataset.spans = String(drawn);
+    laneGeom = { x, rh, plotW };
+    const legend = document.getElementById('task-legend');
+    legend.replaceChildren(...prefixes.slice(0, 40).map((p, i) => el('span', {
+      class: 'key' + (state.prefix === i ? ' selected' : ''), 'data-prefix': p.name, style: 'cursor:pointer',
+      title: `limit the views to the samples inside the compute spans of ${p.name}`, onclick: () => selectPrefix(i),
+    }, el('i', { style: `background:${prefixColor(i)}` }), p.name)),
+    ...(prefixes.length > 40 ? [el('span', { class: 'muted', text: `… ${prefixes.length - 40} more prefixes in the table` })] : []),
+    ...(TK.note ? [el('span', { class: 'muted', text: ' · ' + TK.note })] : []));
+  }
+  function laneHit(ev) {
+    if (!laneGeom) return null;
+    const r = lanesEl.getBoundingClientRect();
+    const px = ev.clientX - r.left - LABEL_W, li = Math.floor((ev.clientY - r.top) / laneGeom.rh);
+    if (px < 0 || li < 0 || li >= lanes.length) return null;
+    const l = lanes[li], t = laneGeom.x.invert(px);
+    // Within a pixel of a span counts as on it (short tasks are drawn 1 px wide).
+    const slack = laneGeom.x.invert(1) - laneGeom.x.invert(0);
+    let j = spanAt(l, t);
+    if (j < 0) j = spanAt(l, t - slack);
+    if (j < 0) j = spanAt(l, t + slack);
+    return j < 0 ? { l } : { l, j };
+  }
+  lanesEl.addEventListener('mousemove', ev => {
+    const hit = laneHit(ev);
+    if (!hit || hit.j === undefined) { taskDetails.textContent = hit ? laneLabel(hit.l) : '\u00a0'; return; }
+    const { l, j } = hit;
+    const key = l.key[j] ? taskKeys[l.key[j] - 1] : prefixes[l.prefix[j]].name;
+    taskDetails.textContent = `${key} — ${prefixes[l.prefix[j]].name}, compute ${fmtSec(l.stop[j] - l.start[j])} ` +
+      `from ${fmtSec(l.start[j])} on ${laneLabel(l)} (click: limit the views to ${prefixes[l.prefix[j]].name})`;
+  });
+  lanesEl.addEventListener('click', ev => {
+    const hit = laneHit(ev);
+    if (hit && hit.j !== undefined) selectPrefix(hit.l.prefix[hit.j]);
+  });
+
+  // Per prefix, in the selected time range and processes/threads: tasks and compute time
+  // from the spans (what Dask recorded), CPU time from the samples inside them.
+  function prefixStats() {
+    const t0 = state.range ? current.b0 * coarseS : -Infinity;
+    const t1 = state.range ? (current.b1 + 1) * coarseS : Infinity;
+    const scoped = new Set(scopeThreads());
+    const anyScope = state.thread >= 0 || state.proc >= 0 || state.pod >= 0;
+    const rows = prefixes.map((p, i) => ({ i, name: p.name, tasks: 0, compute: 0, cpu: 0 }));
+    for (const l of lanes) {
+      if (anyScope && !(l.thread >= 0 ? scoped.has(l.thread) : state.proc === l.proc)) continue;
+      for (let j = 0; j < l.n; j++) {
+        const a = Math.max(t0, l.start[j]), b = Math.min(t1, l.stop[j]);
+        if (b < a || (b === a && l.stop[j] > l.start[j])) continue;
+        rows[l.prefix[j]].tasks++;
+        rows[l.prefix[j]].compute += b - a;
+      }
+    }
+    const [b0, b1] = state.range || [0, ncoarse - 1];
+    for (const t of threads) {
+      if (!scoped.has(t.index)) continue;
+      for (const [pfx] of t.pcellsB64) {
+        const c = prefixCells(t, pfx);
+        const all = !state.range || TK.whole_only;
+        let sum = 0;
+        for (let i = 0; i < c.bins.length; i++) {
+          if (!all && (c.bins[i] < b0 || c.bins[i] > b1)) continue;
+          for (let j = c.off[i]; j < c.off[i + 1]; j++) sum += c.count[j];
+        }
+        rows[pfx].cpu += sum;
+      }
+    }
+    return rows;
+  }
+  function renderPrefixTable() {
+    if (!TK) return;
+    const rows = prefixStats().sort((a, b) => b.cpu - a.cpu || b.compute - a.compute || a.i - b.i);
+    const head = el('tr', null, el('th', { text: 'Key prefix' }), el('th', { class: 'num', text: 'Tasks' }),
+      el('th', { class: 'num', text: 'Compute (Dask)' }), el('th', { class: 'num', text: 'CPU sampled' }),
+      el('th', { class: 'num', text: 'CPU / compute' }), el('th', { class: 'num', text: 'Share of CPU' }));
+    const body = el('tbody');
+    const T = current.rangeTotal;
+    for (const r of rows) {
+      const cpuS = r.cpu * unitS;
+      body.append(el('tr', {
+        class: 'prefix-row' + (state.prefix === r.i ? ' selected' : ''), 'data-prefix': r.name, 'data-units': String(r.cpu),
+        'data-cpu-s': cpuS.toFixed(4), 'data-compute-s': r.compute.toFixed(4), 'data-tasks': String(r.tasks),
+        title: `limit the flame graph, tables and totals to the samples inside the compute spans of ${r.name}`,
+        onclick: () => selectPrefix(r.i),
+      },
+        el('td', null, el('i', { class: 'swatch', style: `background:${prefixColor(r.i)}` }), r.name),
+        el('td', { class: 'num', text: fmtInt(r.tasks) }),
+        el('td', { class: 'num', text: fmtSec(r.compute) }),
+        el('td', { class: 'num', text: fmtSec(cpuS) }),
+        el('td', { class: 'num', text: r.compute > 0 ? fmtPct(100 * cpuS / r.compute) : '' }),
+        el('td', { class: 'num', text: T && state.prefix < 0 ? fmtPct(100 * r.cpu / T) : '' })));
+    }
+    prefixTable.replaceChildren(el('thead', null, head), body);
+  }
+
   // ---- CPU and memory (uPlot) ---------------------------------------------------------
   const charts = [];
   const resProcs = procs.filter(p => p.res && p.res.t.length);
@@ -727,6 +920,10 @@
     else if (state.pod >= 0) p.textContent = `pod ${pods[state.pod].key}`;
     else p.textContent = 'all processes';
     p.classList.toggle('active', state.thread >= 0 || state.proc >= 0 || state.pod >= 0);
+    const px = document.getElementById('scope-prefix');
+    px.hidden = state.prefix < 0;
+    px.textContent = state.prefix >= 0 ? `tasks ${prefixes[state.prefix].name}` : '';
+    px.classList.toggle('active', state.prefix >= 0);
     const tot = document.getElementById('scope-totals');
     tot.textContent = (inSamples ? `${fmtInt(c.total)} samples · ${fmtSec(c.total * unitS)} CPU` : fmtSec(c.total * unitS)) +
       (runUnits ? ` · ${fmtPct(100 * c.total / runUnits)} of the run` : '');
@@ -748,6 +945,7 @@
     timed('breakdowns', renderBreakdowns);
     timed('timeline', () => { if (opts.timeline) renderTimeline(); else if (opts.brush) showBrush(); });
     timed('resources', updateResourceScope);
+    timed('tasks', () => { renderLanes(); renderPrefixTable(); });
   }
   function setRange(r) {
     state.range = r && !(r[0] <= 0 && r[1] >= ncoarse - 1) ? r : null;
@@ -788,7 +986,7 @@
   document.getElementById('inverted').addEventListener('change', e => { state.inverted = e.target.checked; renderFlame(); });
   document.getElementById('reset-zoom').addEventListener('click', () => chart && chart.resetZoom());
   document.getElementById('reset-all').addEventListener('click', () => {
-    state.range = null; state.pod = -1; state.proc = -1; state.thread = -1;
+    state.range = null; state.pod = -1; state.proc = -1; state.thread = -1; state.prefix = -1;
     update({ timeline: true });
   });
 
@@ -833,12 +1031,13 @@
       renderTimeline();
       renderFlame();
       renderResources();
+      renderLanes();
     }, 150);
   });
 
   // For tests and for the curious (read-only use).
   window.pbpReport = {
-    data: D, state, procs, threads, timings,
+    data: D, state, procs, threads, timings, lanes, prefixes,
     totals: () => ({ samples: current.total, rangeSamples: current.rangeTotal }),
     rawText,
     ready: true,

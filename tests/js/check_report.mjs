@@ -12,14 +12,20 @@
 //     restores it); clicking a thread row scopes to that thread;
 //   - dragging a range on the timeline changes the totals (and Reset restores them);
 //   - the CPU/memory charts are drawn when the run has readings;
-//   - the embedded speedscope JSON unpacks and holds every sample.
+//   - the embedded speedscope JSON unpacks and holds every sample;
+//   - with task spans (a Dask run): the task lanes are drawn (one per worker thread, every
+//     lane with coloured spans), and clicking a key prefix scopes the totals to the samples
+//     inside its compute spans (they become the prefix's CPU in the prefix table, the top
+//     table changes, the scope bar names it) and clicking it again restores them.
 //
 // Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
 //            "min_processes": N, "resources": true|false, "raw": true|false,
 //            "pods": N (pod rows), "pod_processes": {"ns/name": N},
 //            "proc_text": [texts the process table must show, e.g. "host node-a"],
-//            "max_ready_ms": N, "max_update_ms": N}
+//            "max_ready_ms": N, "max_update_ms": N,
+//            "task_lanes": N (lanes drawn), "scope_prefix": "prefix" (click it in the prefix table),
+//            "prefixes": ["prefix", ...] (rows the prefix table must have)}
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -314,6 +320,67 @@ async function main() {
   // The totals count weight units (one per sample when every sample weighs one period).
   const runUnits = run.weight_units ?? run.samples;
   if (all !== runUnits) fail(`totals for the whole run ${all} != ${runUnits} units (${run.samples} samples)`);
+
+  // Task lanes and key-prefix scoping (a run with task spans).
+  const hasTasks = await page.evaluate(() => !!window.pbpReport.data.tasks);
+  if ((expect.task_lanes !== undefined || expect.scope_prefix || expect.prefixes) && !hasTasks) fail('the report has no task spans');
+  if (hasTasks) {
+    if (!(await page.isVisible('#tasks-section'))) fail('the Tasks section is hidden');
+    await page.locator('#task-lanes').scrollIntoViewIfNeeded();
+    const lanes = await page.evaluate(() => {
+      const elx = document.getElementById('task-lanes');
+      const c = elx.querySelector('canvas');
+      if (!c) return { n: Number(elx.dataset.lanes || 0), painted: [], spans: 0 };
+      const ctx = c.getContext('2d');
+      const n = Number(elx.dataset.lanes), h = c.height, w = c.width, rh = h / Math.max(1, n);
+      const dpr = window.devicePixelRatio || 1, x0 = Math.ceil(230 * dpr);
+      // Per lane: the pixels of its middle row, right of the labels, that are neither the
+      // background nor the alternate-row grey.
+      const painted = [];
+      for (let i = 0; i < n; i++) {
+        const y = Math.floor(i * rh + rh / 2);
+        const d = ctx.getImageData(x0, y, w - x0, 1).data;
+        let k = 0;
+        for (let j = 0; j < d.length; j += 4) {
+          const [r, g, b, a] = [d[j], d[j + 1], d[j + 2], d[j + 3]];
+          if (a > 0 && !(r === g && g === b && r >= 240)) k++;
+        }
+        painted.push(k);
+      }
+      return { n, painted, spans: Number(elx.dataset.spans) };
+    });
+    if (expect.task_lanes !== undefined && lanes.n !== expect.task_lanes) fail(`${lanes.n} task lanes, want ${expect.task_lanes}`);
+    const bare = lanes.painted.map((k, i) => [k, i]).filter(([k]) => k === 0).map(([, i]) => i);
+    if (!lanes.n || bare.length) fail(`task lanes without any drawn span: ${JSON.stringify(bare)} of ${lanes.n}`);
+    else info.push(`${lanes.n} task lanes drawn (${lanes.spans} spans)`);
+    const rows = await page.evaluate(() => [...document.querySelectorAll('#prefix-table tbody tr.prefix-row')]
+      .map(r => ({ name: r.dataset.prefix, units: Number(r.dataset.units), cpu: Number(r.dataset.cpuS), compute: Number(r.dataset.computeS), tasks: Number(r.dataset.tasks) })));
+    for (const want of expect.prefixes || [])
+      if (!rows.some(r => r.name === want)) fail(`the prefix table has no row ${JSON.stringify(want)} (rows: ${JSON.stringify(rows.map(r => r.name).slice(0, 20))})`);
+    if (expect.scope_prefix) {
+      const row = rows.find(r => r.name === expect.scope_prefix);
+      if (!row) fail(`no prefix row ${JSON.stringify(expect.scope_prefix)}`);
+      else {
+        const before = await totals();
+        const topBefore = await topText();
+        await page.locator(`#prefix-table tbody tr.prefix-row[data-prefix="${expect.scope_prefix.replace(/"/g, '\\"')}"]`).click();
+        const after = await until(async () => { const v = await totals(); return v !== before && v; }, 10000, 20);
+        if (!after) fail(`selecting prefix ${expect.scope_prefix} does not change the totals (${before})`);
+        else {
+          if (after !== row.units) fail(`prefix ${expect.scope_prefix}: the totals are ${after} units, its table row says ${row.units}`);
+          const chip = await page.textContent('#scope-prefix');
+          if (!chip.includes(expect.scope_prefix)) fail(`the scope bar says ${JSON.stringify(chip)} for prefix ${expect.scope_prefix}`);
+          if ((await topText()) === topBefore) fail(`selecting prefix ${expect.scope_prefix} does not change the top table`);
+          const selected = await page.evaluate(() => window.pbpReport.state.prefix >= 0 && window.pbpReport.prefixes[window.pbpReport.state.prefix].name);
+          if (selected !== expect.scope_prefix) fail(`state.prefix is ${JSON.stringify(selected)}`);
+          info.push(`prefix ${expect.scope_prefix}: totals ${before} -> ${after} units (CPU ${row.cpu.toFixed(2)} s in ${row.tasks} tasks, compute ${row.compute.toFixed(2)} s)`);
+        }
+        await page.locator(`#prefix-table tbody tr.prefix-row[data-prefix="${expect.scope_prefix.replace(/"/g, '\\"')}"]`).click();
+        const back = await until(async () => (await totals()) === before, 5000);
+        if (!back) fail(`clicking prefix ${expect.scope_prefix} again does not restore the totals`);
+      }
+    }
+  }
 
   // CPU and memory charts.
   const series = await page.evaluate(() => document.querySelectorAll('#cpu-chart .uplot canvas, #rss-chart .uplot canvas').length);

@@ -9,7 +9,11 @@
 // profile, and there is no "Something went wrong", no "Failed to load format", no alert,
 // no console error, no page error and no request other than file:/data:/blob:.
 //
-// Usage: node check_speedscope.mjs [--screenshot-dir DIR] [--timeout-ms N] FILE...
+// With --expect-frame [INDEX:]NAME (repeatable) the app must show the function NAME: in
+// profile INDEX (default: the one it opens with) the sandwich view, searched (Ctrl+F) for NAME, lists
+// it as a row of its table.
+//
+// Usage: node check_speedscope.mjs [--screenshot-dir DIR] [--timeout-ms N] [--expect-frame [I:]NAME] FILE...
 //   FILE ending in .folded/.collapsed/.txt is loaded as collapsed stacks (app check only);
 //   any other FILE must be speedscope JSON.
 // Prints one line per file ("ok FILE: ..." / "FAIL FILE: ..."); exits 1 if any failed,
@@ -35,9 +39,15 @@ function usage(msg) {
 const files = [];
 let screenshotDir = null;
 let timeoutMs = 30000;
+const expectFrames = [];
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i];
   if (a === '--screenshot-dir') screenshotDir = process.argv[++i];
+  else if (a === '--expect-frame') {
+    const v = process.argv[++i] || '';
+    const m = /^(\d+):(.+)$/.exec(v);
+    expectFrames.push(m ? { index: Number(m[1]), name: m[2] } : { index: null, name: v });
+  }
   else if (a === '--timeout-ms') timeoutMs = Number(process.argv[++i]);
   else if (a === '-h' || a === '--help') usage();
   else if (a.startsWith('--')) usage(`unknown option ${a}`);
@@ -165,7 +175,43 @@ async function exercise(page, expect, failures, deadline) {
   }
 }
 
-async function checkInApp(file, buf, loadName, expect) {
+// The sandwich view of profile index, filtered for each expected name, lists it. exercise()
+// left the app on the last profile it visited.
+async function showFrames(page, expect, failures, deadline, shown) {
+  const names = expect.profileNames || [];
+  let at = names.length > 1 ? Math.min(names.length, MAX_VISITED_PROFILES) - 1 : 0;
+  for (const f of expectFrames) {
+    const want = f.index === null ? expect.activeIndex : f.index;
+    if (want >= names.length) { failures.push(`--expect-frame ${f.name}: there is no profile ${want}`); return; }
+    while (at > want) { await page.keyboard.press('p'); at--; }
+    while (at < want) { await page.keyboard.press('n'); at++; }
+    const miss = await waitForToolbar(page, names, want, deadline);
+    if (miss) { failures.push(`toolbar does not show profile ${JSON.stringify(miss)}`); return; }
+    // The sandwich view, then its search box (Ctrl+F); a key pressed while the view is still
+    // being drawn can be missed, so a few tries.
+    const input = page.locator('input:not([type="file"]):not([placeholder])').first();  // the search box (class names are hashed)
+    let open = false;
+    for (let attempt = 0; attempt < 5 && !open; attempt++) {
+      await page.keyboard.press('3');
+      await page.waitForTimeout(300 + 200 * attempt);
+      await page.keyboard.press('Control+f');
+      open = await input.waitFor({ timeout: 2000 }).then(() => true, () => false);
+    }
+    if (!open) {
+      failures.push('Ctrl+F opens no search box in the sandwich view');
+      return;
+    }
+    await input.fill(f.name);
+    const ok = await page.waitForFunction(n => document.body.innerText.split('\n').some(l => l.trim() === n), f.name,
+      { timeout: Math.max(2000, deadline - Date.now()) }).then(() => true, () => false);
+    if (!ok) failures.push(`the sandwich view of profile ${want} (${names[want]}) does not list ${JSON.stringify(f.name)}`);
+    else shown.push(`${f.name} in profile ${want}`);
+    await input.fill('');
+    await page.keyboard.press('Escape');
+  }
+}
+
+async function checkInApp(file, buf, loadName, expect, shown = []) {
   const failures = [];
   const jsPath = path.join(tmp, `load-${Math.random().toString(36).slice(2)}.js`);
   fs.writeFileSync(jsPath,
@@ -201,6 +247,7 @@ async function checkInApp(file, buf, loadName, expect) {
         // drive the app like a user and require the toolbar to show each profile's name.
         await page.waitForTimeout(300);
         await exercise(page, expect, failures, deadline);
+        if (!failures.length) await showFrames(page, expect, failures, deadline, shown);
         const canvases = await page.evaluate(() => document.querySelectorAll('canvas').length);
         if (canvases === 0) failures.push('no canvas rendered');
         const body2 = await page.evaluate(() => document.body.innerText);
@@ -240,14 +287,16 @@ for (let i = 0; i < files.length; i++) {
   const loadName = isFolded(file) ? `input-${i}.txt` : `input-${i}.json`;
   const expect = staticCheck(file, buf, loadName);
   const errors = [...expect.errors];
-  if (expect.expectedTitle !== undefined && !expect.empty) errors.push(...await checkInApp(file, buf, loadName, expect));
+  const shown = [];
+  if (expect.expectedTitle !== undefined && !expect.empty) errors.push(...await checkInApp(file, buf, loadName, expect, shown));
   else if (expect.empty) errors.push('empty folded file: nothing for speedscope to show');
   if (errors.length) {
     failed++;
     console.log(`FAIL ${file}: ${errors.join('; ')}`);
   } else {
     const what = isFolded(file) ? 'parsed' : 'schema ok';
-    console.log(`ok ${file}: ${what}, loaded in speedscope ${speedscopeVersion} as ${JSON.stringify(expect.expectedTitle)} (${expect.summary})`);
+    console.log(`ok ${file}: ${what}, loaded in speedscope ${speedscopeVersion} as ${JSON.stringify(expect.expectedTitle)} (${expect.summary})` +
+      (shown.length ? `; the app shows ${shown.join(', ')}` : ''));
   }
 }
 

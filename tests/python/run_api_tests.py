@@ -14,6 +14,10 @@ pyenv:X.Y is the newest /root/.pyenv/versions/X.Y.*. /root is not searchable by 
 users, so for the unprivileged run an interpreter under /root is used through a tree of
 hard links to it in the temporary directory (its libpython through LD_LIBRARY_PATH).
 
+--test NAME runs another file of tests/python the same way (test_dask.py: ctest
+Python.Dask.*), --modes agent (or root) only that run, and --only CLASS,... only those test
+classes (PBP_TEST_ONLY; test_dask.py reads it).
+
 Exits 0 when both runs pass, 77 (ctest's skip) when not root or the interpreter is
 missing, except under CI=true, where that fails (1).
 """
@@ -88,18 +92,30 @@ def run(cmd, env, label):
     return r.returncode
 
 
+def run_root(python, base, tmp, root_out, test):
+    env = dict(base, PBP_TEST_MODE="root", PBP_TEST_OUT=root_out, TMPDIR=root_out,
+               PYBPFPROF_AGENT_SOCKET=os.path.join(tmp, "no-agent.sock"))
+    return run([python, "-u", test], env, "%s as root without an agent" % python)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--python", required=True)
+    ap.add_argument("--test", default="test_api.py", help="the file of tests/python to run")
+    ap.add_argument("--modes", default="agent,root", help="agent, root, or agent,root")
+    ap.add_argument("--only", default="", help="the test classes to run (PBP_TEST_ONLY), comma-separated")
     a = ap.parse_args()
+    modes = set(a.modes.split(","))
+    if not modes or not modes <= {"agent", "root"}:
+        sys.exit("run_api_tests: --modes takes agent, root or agent,root")
     if os.geteuid() != 0:
         skip("needs root (it starts the agent and runs clients as %s)" % USER)
     python = resolve_python(a.python)
     source = os.path.abspath(a.source)
     binary = os.path.abspath(a.bin)
-    test = os.path.join(source, "tests", "python", "test_api.py")
+    test = os.path.join(source, "tests", "python", a.test)
     r = subprocess.run([os.path.join(source, "tests", "tools", "agent-test-users")])
     if r.returncode != 0:
         sys.exit("run_api_tests: tests/tools/agent-test-users failed")
@@ -124,8 +140,15 @@ def main():
             "PBP_SOURCE_DIR": source,
             "CI": os.environ.get("CI", ""),
         }
+        if a.only:
+            base["PBP_TEST_ONLY"] = a.only
+        if os.environ.get("PBP_TEST_KEEP"):  # a directory the tests copy their outputs to
+            base["PBP_TEST_KEEP"] = os.environ["PBP_TEST_KEEP"]
 
+        agent_rc = stopped = root_rc = 0
         # 1. Through the agent, as an unprivileged user.
+        if "agent" not in modes:
+            return run_root(python, base, tmp, root_out, test)
         agent_log = open(os.path.join(tmp, "agent.log"), "w+")
         agent = subprocess.Popen([binary, "agent", "--socket", sock, "--admin-group", "pbp-test-admins"],
                                  stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT)
@@ -156,9 +179,8 @@ def main():
             print("run_api_tests: the agent's log (it exited %d):\n%s" % (stopped, log))
 
         # 2. As root, with no agent: the binary directly.
-        env = dict(base, PBP_TEST_MODE="root", PBP_TEST_OUT=root_out, TMPDIR=root_out,
-                   PYBPFPROF_AGENT_SOCKET=os.path.join(tmp, "no-agent.sock"))
-        root_rc = run([python, "-u", test], env, "%s as root without an agent" % python)
+        if "root" in modes:
+            root_rc = run_root(python, base, tmp, root_out, test)
         ok = agent_rc == 0 and stopped == 0 and root_rc == 0
         print("run_api_tests: %s: %s" % (python, "passed" if ok else "FAILED"))
         return 0 if ok else 1

@@ -269,10 +269,15 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 2; }),
-                      "the file is in format version 2, from a newer pybpfprof; this one reads version 1: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }),
+                      "the file is in format version 3, from a newer pybpfprof; this one reads version 2: upgrade "
                       "pybpfprof to read it",
                       TooNew);
+    // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
+    // has the spans' own checks).
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 2)",
+                      Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = "1"; }),
@@ -321,7 +326,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 1)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 2)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),

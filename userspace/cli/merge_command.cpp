@@ -16,6 +16,7 @@
 #include "cli/terminal.h"
 #include "engine/knobs.h"
 #include "engine/merge.h"
+#include "engine/tasks.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
 #include "export/raw.h"
@@ -108,6 +109,12 @@ int merge_command(int argc, char** argv) {
     app.add_option("--group-by", o.group_by, "Group outputs by process (default) or by pod")
         ->check(CLI::IsMember({"process", "pod"}));
     app.add_option("--report", o.report, "Also write the HTML performance report to this file");
+    std::vector<std::string> task_files;
+    app.add_option("--tasks", task_files,
+                   "A task file (\"pybpfprof-tasks\", written by pybpfprof.dask: Dask's task stream) to attach: "
+                   "each task's spans go to the process labelled worker=<its worker> (else its pid) and its thread "
+                   "(repeatable; docs/dask.md)")
+        ->allow_extra_args(false);
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
     try {
         app.parse(argc, argv);
@@ -168,6 +175,13 @@ int merge_command(int argc, char** argv) {
 
     Profile merged = merge_profiles(std::move(profiles), mo, error);
     if (!error.empty()) return err("merge: " + error), kExitBadInput;
+    for (const std::string& path : task_files) {
+        std::string text;
+        if (!slurp(path, text, error)) return err("merge: cannot read " + path + " (" + error + ")"), kExitBadInput;
+        AttachedTasks attached;
+        if (!attach_tasks(merged, text, attached, error)) return err("merge: " + path + ": " + error), kExitBadInput;
+        for (const std::string& w : attached.warnings) err("merge: warning: " + path + ": " + w);
+    }
 
     RunFacts facts;
     facts.targets_ever = merged.processes.size();

@@ -4,6 +4,8 @@
 #include <limits>
 #include <utility>
 
+#include "engine/tasks.h"
+
 namespace pbp {
 
 namespace {
@@ -20,6 +22,10 @@ void for_each_time(Profile& p, F f) {
         for (ResourcePoint& r : pr.resources) f(r.mono_ns);
         for (auto& [__, t] : pr.threads)
             for (Sample& s : t.samples) f(s.ts_ns);
+    }
+    for (TaskSpan& t : p.tasks) {
+        f(t.start_ns);
+        f(t.stop_ns);
     }
 }
 
@@ -187,7 +193,9 @@ Profile merge_profiles(std::vector<Profile> in, const MergeOptions& o, std::stri
         }
         const Wide shift = base - Wide(p.run.start_mono_ns) + (Wide(p.run.start_unix_ns) - Wide(ref_unix));
         auto move = [shift](uint64_t& t) { t = static_cast<uint64_t>(Wide(t) + shift); };
-        for (auto& [_, pr] : p.processes) {
+        std::map<uint32_t, uint32_t> key_of;  // the input's process key -> the merged one
+        for (auto& [key, pr] : p.processes) {
+            key_of[key] = next_key;
             if (pr.first_sample_ns) move(pr.first_sample_ns);
             if (pr.last_sample_ns) move(pr.last_sample_ns);
             for (ResourcePoint& r : pr.resources) move(r.mono_ns);
@@ -200,8 +208,17 @@ Profile merge_profiles(std::vector<Profile> in, const MergeOptions& o, std::stri
             if (o.host_label && !p.run.host.empty()) pr.labels.emplace("host", p.run.host);
             out.processes.emplace(next_key++, std::move(pr));
         }
+        for (TaskSpan& t : p.tasks) {
+            auto k = key_of.find(t.process);
+            if (k == key_of.end()) continue;  // (the reader and attach_tasks never make one)
+            move(t.start_ns);
+            move(t.stop_ns);
+            t.process = k->second;
+            out.tasks.push_back(std::move(t));
+        }
         p = Profile{};  // its samples are in out now; free the rest as we go
     }
+    sort_tasks(out);
     return out;
 }
 

@@ -139,6 +139,21 @@ struct RunInfo {
     double duration_s() const { return (end_mono_ns - start_mono_ns) / 1e9; }
 };
 
+// One span of a task that a framework's scheduler ran in a profiled thread (Dask's task
+// stream: a task's compute, or a transfer, deserialize, disk-read or disk-write step),
+// attached from its task file (engine/tasks.h). Timestamps are on the profile's clock
+// (CLOCK_MONOTONIC like Sample::ts_ns; RunInfo::unix_ns gives the wall-clock time).
+struct TaskSpan {
+    uint32_t process = 0;  // the key of its process in Profile::processes
+    uint32_t tid = 0;      // its thread: a ThreadProfile key when the thread was sampled, else the
+                           // thread's id in the process's PID namespace
+    uint64_t start_ns = 0, stop_ns = 0;
+    std::string key;       // the task's key, as text ("('groupby-agg-1f2e', 3)")
+    std::string prefix;    // its key prefix (distributed.utils.key_split: "groupby-agg")
+    std::string action;    // "compute", "transfer", "deserialize", "disk-read", "disk-write"
+    bool operator==(const TaskSpan&) const = default;
+};
+
 // One of the profiles a merged profile was made of (engine/merge.h): its run as recorded,
 // on its own machine's clock, and the labels the merge gave its processes.
 struct MergedInput {
@@ -156,6 +171,7 @@ struct Profile {
     // order): read a process's pid from ProcessProfile::pid, never from the key.
     std::map<uint32_t, ProcessProfile> processes;
     std::vector<MergedInput> merged_from;  // a merged profile's inputs, in order; empty when recorded
+    std::vector<TaskSpan> tasks;  // sorted by (process, tid, start_ns); empty when none were attached
 
     bool operator==(const Profile&) const = default;
 

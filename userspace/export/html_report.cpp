@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -210,6 +211,7 @@ private:
                                    uint64_t& merged);
     std::string encode_fine(const Cells& c) const;
     static std::string encode_cells(const Cells& c);
+    json tasks_json(std::vector<json>& pcells);
 
     const Profile& p_;
     const HtmlReportLimits& lim_;
@@ -225,6 +227,7 @@ private:
     std::vector<uint32_t> rstack_of_;    // Profile stack -> report stack
     std::vector<uint32_t> leaf_func_;    // report stack -> leaf function
     uint64_t t0_ = 0, fine_ns_ = 1, nfine_ = 1, k_ = 1;
+    uint64_t span_ns_ = 1;
 };
 
 uint32_t Aggregation::node(uint32_t parent, uint32_t func, int32_t line) {
@@ -499,6 +502,168 @@ std::string Aggregation::encode_cells(const Cells& c) {
     return base64(out);
 }
 
+// ---- task spans (Profile::tasks, engine/tasks.h) --------------------------------------
+
+constexpr size_t kMaxKeyBytes = 4'000'000;  // task keys embedded for tooltips, at most
+constexpr size_t kMaxLanes = 512;
+
+// The compute spans as lanes (one per process and thread), their prefixes, and per thread
+// the cells of the samples that fall inside each prefix's compute spans of that thread
+// (pcells[thread]: [[prefix, cells], ...]), at the selection step k_ (or, if they would take
+// more than a quarter of the cell budget, for the whole run only: "whole_only").
+json Aggregation::tasks_json(std::vector<json>& pcells) {
+    pcells.assign(threads_.size(), json());
+    const auto& tasks = p_.tasks;
+    if (tasks.empty()) return nullptr;
+    std::map<uint32_t, uint32_t> proc_index;
+    for (const auto& [key, _] : p_.processes) proc_index.emplace(key, static_cast<uint32_t>(proc_index.size()));
+    std::map<std::pair<uint32_t, uint32_t>, uint32_t> thread_index;
+    {
+        uint32_t ti = 0;
+        for (const auto& [key, pr] : p_.processes)
+            for (const auto& [tid, _] : pr.threads) thread_index[{key, tid}] = ti++;
+    }
+    // Prefixes by compute time (the largest first); keys in first-seen order.
+    std::map<std::string, uint64_t> compute_ns;
+    std::map<std::string, uint64_t> ntasks;
+    size_t other = 0;
+    for (const TaskSpan& t : tasks) {
+        if (t.action != "compute") {
+            other++;
+            continue;
+        }
+        compute_ns[t.prefix] += t.stop_ns - t.start_ns;
+        ntasks[t.prefix]++;
+    }
+    std::vector<std::string> prefixes;
+    for (const auto& [name, _] : compute_ns) prefixes.push_back(name);
+    std::stable_sort(prefixes.begin(), prefixes.end(),
+                     [&](const std::string& a, const std::string& b) { return compute_ns[a] > compute_ns[b]; });
+    std::unordered_map<std::string, uint32_t> prefix_idx;
+    for (uint32_t i = 0; i < prefixes.size(); i++) prefix_idx.emplace(prefixes[i], i);
+    std::unordered_map<std::string, uint32_t> key_idx;
+    std::vector<std::string> keys;
+    size_t key_bytes = 0;
+    bool keys_cut = false;
+
+    const uint64_t end_ns = t0_ + span_ns_;
+    auto rel_us = [&](uint64_t ns) {
+        ns = std::clamp(ns, t0_, end_ns);
+        return (ns - t0_ + 500) / 1000;
+    };
+    json lanes = json::array();
+    size_t lanes_cut = 0, clipped = 0;
+    std::vector<std::vector<const TaskSpan*>> thread_spans(threads_.size());
+    for (size_t i = 0; i < tasks.size();) {
+        size_t j = i;
+        while (j < tasks.size() && tasks[j].process == tasks[i].process && tasks[j].tid == tasks[i].tid) j++;
+        const uint32_t proc = tasks[i].process, tid = tasks[i].tid;
+        std::string enc;
+        uint64_t prev = 0;
+        size_t n = 0;
+        auto ti = thread_index.find({proc, tid});
+        for (size_t x = i; x < j; x++) {
+            const TaskSpan& t = tasks[x];
+            if (t.action != "compute") continue;
+            if (ti != thread_index.end()) thread_spans[ti->second].push_back(&t);
+            if (t.stop_ns < t0_ || t.start_ns > end_ns) {
+                clipped++;
+                continue;
+            }
+            uint64_t a = rel_us(t.start_ns), b = rel_us(t.stop_ns);
+            uint32_t k = 0;
+            if (!keys_cut) {
+                auto [it, added] = key_idx.emplace(t.key, static_cast<uint32_t>(keys.size() + 1));
+                if (added) {
+                    key_bytes += t.key.size() + 3;
+                    if (key_bytes > kMaxKeyBytes) {
+                        keys_cut = true;
+                        key_idx.erase(it);
+                    } else {
+                        keys.push_back(t.key);
+                    }
+                }
+                if (!keys_cut) k = key_idx[t.key];
+            }
+            put_varint(enc, a - prev);
+            put_varint(enc, b - a);
+            put_varint(enc, prefix_idx.at(t.prefix));
+            put_varint(enc, k);
+            prev = a;
+            n++;
+        }
+        if (n && proc_index.count(proc)) {
+            if (lanes.size() >= kMaxLanes) {
+                lanes_cut++;
+            } else {
+                const ProcessProfile& pr = p_.processes.at(proc);
+                auto th = pr.threads.find(tid);
+                lanes.push_back({{"proc", proc_index.at(proc)},
+                                 {"tid", th != pr.threads.end() ? th->second.tid : tid},
+                                 {"thread", ti != thread_index.end() ? json(ti->second) : json(-1)},
+                                 {"name", th != pr.threads.end() ? th->second.name : std::string()},
+                                 {"n", n},
+                                 {"spans", base64(enc)}});
+            }
+        }
+        i = j;
+    }
+
+    // Samples inside each prefix's compute spans, per thread.
+    auto build = [&](bool whole) {
+        uint64_t ncells = 0;
+        for (size_t ti = 0; ti < threads_.size(); ti++) {
+            auto& spans = thread_spans[ti];
+            if (spans.empty()) continue;
+            std::sort(spans.begin(), spans.end(),
+                      [](const TaskSpan* a, const TaskSpan* b) { return a->start_ns < b->start_ns; });
+            std::map<uint32_t, std::map<std::pair<uint32_t, uint32_t>, uint32_t>> acc;  // prefix -> (bin, rs) -> units
+            size_t j = 0;
+            for_thread_samples(*threads_[ti], [&](const Sample& s) {
+                while (j < spans.size() && spans[j]->stop_ns < s.ts_ns) j++;
+                for (size_t x = j; x < spans.size() && spans[x]->start_ns <= s.ts_ns; x++) {
+                    if (spans[x]->stop_ns < s.ts_ns) continue;
+                    uint32_t r = s.stack < rstack_of_.size() ? rstack_of_[s.stack] : kNone;
+                    uint32_t u = static_cast<uint32_t>(units(s));
+                    if (r == kNone || !u) break;
+                    uint32_t bin = whole ? 0 : static_cast<uint32_t>(fine_bin(s.ts_ns) / k_);
+                    acc[prefix_idx.at(spans[x]->prefix)][{bin, r}] += u;
+                    break;
+                }
+            });
+            json list = json::array();
+            for (const auto& [pfx, cells] : acc) {
+                Cells c;
+                for (const auto& [br, n] : cells) c.push_back({br.first, br.second, n});
+                ncells += c.size();
+                list.push_back({pfx, encode_cells(c)});
+            }
+            pcells[ti] = list;
+        }
+        return ncells;
+    };
+    bool whole_only = false;
+    uint64_t ncells = build(false);
+    if (ncells > lim_.max_cells / 4) {
+        whole_only = true;
+        pcells.assign(threads_.size(), json());
+        ncells = build(true);
+    }
+    json pj = json::array();
+    for (const std::string& name : prefixes)
+        pj.push_back({{"name", name}, {"tasks", ntasks[name]}, {"compute_ns", compute_ns[name]}});
+    json out = {{"prefixes", pj}, {"keys", keys}, {"lanes", lanes}, {"whole_only", whole_only}, {"cells", ncells},
+                {"spans", tasks.size()}, {"other_spans", other}};
+    std::string note;
+    if (keys_cut) note += "task keys beyond " + std::to_string(keys.size()) + " are not embedded; ";
+    if (lanes_cut) note += std::to_string(lanes_cut) + " more task lanes are not drawn; ";
+    if (clipped) note += std::to_string(clipped) + " compute spans outside the profiled time are not drawn; ";
+    if (whole_only) note += "prefix scoping covers the whole run only (a time range does not narrow it); ";
+    if (!note.empty()) note.resize(note.size() - 2);
+    out["note"] = note;
+    return out;
+}
+
 json resources_json(const ProcessProfile& pr, uint64_t t0) {
     const auto& v = pr.resources;
     json t = json::array(), cpu = json::array(), rss = json::array();
@@ -539,6 +704,7 @@ json Aggregation::build(std::string& note) {
     uint64_t span = run.end_mono_ns > t0_ ? run.end_mono_ns - t0_ : 0;
     if (total && last_ts >= t0_) span = std::max(span, last_ts - t0_ + period);
     if (!span) span = period;
+    span_ns_ = span;
     fine_ns_ = nice_ceil(std::max<uint64_t>({5 * period, (span + lim_.max_fine_bins - 1) / lim_.max_fine_bins, 1}));
     nfine_ = std::max<uint64_t>(1, (span + fine_ns_ - 1) / fine_ns_);
 
@@ -684,6 +850,8 @@ json Aggregation::build(std::string& note) {
                                            {"merged", lossy.merged}, {"whole", lossy.whole}}
                                     : json(nullptr);
 
+    std::vector<json> pcells;
+    doc["tasks"] = tasks_json(pcells);
     json procs = json::array();
     size_t ti = 0;
     for (const auto& [pid, pr] : p_.processes) {
@@ -695,6 +863,7 @@ json Aggregation::build(std::string& note) {
             threads.push_back({{"tid", t.tid}, {"ns_tid", t.ns_tid}, {"name", t.name}, {"n", t.samples.size()},
                                {"fine", encode_fine(fine[ti])}, {"cells", encode_cells(cells[ti])}});
             if (!whole.empty()) threads.back()["whole"] = encode_cells(whole[ti]);
+            if (!pcells[ti].is_null()) threads.back()["pcells"] = pcells[ti];
             ti++;
         }
         pj["threads"] = threads;

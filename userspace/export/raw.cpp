@@ -197,7 +197,7 @@ void write_json(const Profile& p, Writer& w) {
     w.raw("{\"format\":\"");
     w.raw(kRawFormatName);
     w.raw("\",\"version\":");
-    w.i(kRawFormatVersion);
+    w.i(p.tasks.empty() ? 1 : kRawFormatVersion);
     w.raw(",\n");
     w.key("run"), w.run(p.run);
     w.raw(",\n");
@@ -301,7 +301,37 @@ void write_json(const Profile& p, Writer& w) {
         }
         w.raw("]}");
     }
-    w.raw("]}\n");
+    w.raw("]");
+    // Task spans (engine/tasks.h), when the profile has them: columns, the texts over tables.
+    if (!p.tasks.empty()) {
+        w.raw(",\n");
+        std::map<std::string, uint32_t> text_index;
+        std::vector<const std::string*> texts;
+        auto text_of = [&](const std::string& t) {
+            auto [it, added] = text_index.emplace(t, static_cast<uint32_t>(texts.size()));
+            if (added) texts.push_back(&it->first);
+            return it->second;
+        };
+        std::vector<uint32_t> key(p.tasks.size()), prefix(p.tasks.size()), action(p.tasks.size());
+        for (size_t k = 0; k < p.tasks.size(); k++) {
+            key[k] = text_of(p.tasks[k].key);
+            prefix[k] = text_of(p.tasks[k].prefix);
+            action[k] = text_of(p.tasks[k].action);
+        }
+        const auto& t = p.tasks;
+        w.key("tasks");
+        w.raw("{");
+        w.key("texts"), w.array(texts, [&](const std::string* x) { w.str(*x); });
+        w.key("process"), w.array(t, [&](const TaskSpan& x) { w.u(x.process); });
+        w.key("tid"), w.array(t, [&](const TaskSpan& x) { w.u(x.tid); });
+        w.key("start_ns"), w.array(t, [&](const TaskSpan& x) { w.u(x.start_ns); });
+        w.key("stop_ns"), w.array(t, [&](const TaskSpan& x) { w.u(x.stop_ns); });
+        w.key("key"), w.array(key, [&](uint32_t x) { w.u(x); });
+        w.key("prefix"), w.array(prefix, [&](uint32_t x) { w.u(x); });
+        w.key("action"), w.array(action, [&](uint32_t x) { w.u(x); });
+        w.raw("}");
+    }
+    w.raw("}\n");
 }
 
 // gzip (RFC 1952) at zlib's default level, written to out as it is made.

@@ -23,7 +23,10 @@
 namespace pbp {
 
 inline constexpr const char* kRawFormatName = "pybpfprof";  // the "format" field
-inline constexpr int kRawFormatVersion = 1;                 // the "version" field
+// The "version" field: the newest layout this pybpfprof reads and writes. Version 2 is
+// version 1 and task spans ("tasks", engine/tasks.h); a profile without tasks is written as
+// version 1, so pybpfprof that reads only version 1 reads it too.
+inline constexpr int kRawFormatVersion = 2;
 
 // The JSON text of p (not compressed).
 std::string raw_json(const Profile& p);

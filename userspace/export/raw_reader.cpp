@@ -16,6 +16,8 @@
 #include <string_view>
 
 #include "agent/protocol.h"
+#include "engine/tasks.h"
+#include "engine/tasks.h"
 #include "export/raw.h"
 
 namespace pbp {
@@ -397,10 +399,67 @@ ProcessProfile process(const json& j, size_t nstacks, const std::string& path, u
     return pr;
 }
 
-void read_profile(const json& root, Profile& out) {
+// The task spans (optional: a profile without tasks has no "tasks"): columns as long as
+// each other, texts by index, each span's process one of the file's, stop >= start.
+void tasks(const json& j, Profile& out) {
+    const std::string path = "tasks";
+    object(j, path);
+    only_fields(j, {"texts", "process", "tid", "start_ns", "stop_ns", "key", "prefix", "action"}, path);
+    const auto& texts_j = array(field(j, "texts", path), "tasks.texts");
+    std::vector<std::string> texts;
+    texts.reserve(texts_j.size());
+    for (size_t i = 0; i < texts_j.size(); i++) texts.push_back(str(texts_j[i], idx("tasks.texts", i)));
+    const auto& proc = array(field(j, "process", path), "tasks.process");
+    const size_t n = proc.size();
+    auto col = [&](const char* k) -> const json::array_t& {
+        const std::string cp = path + "." + k;
+        const auto& a = array(field(j, k, path), cp);
+        if (a.size() != n)
+            bad(cp + " has " + std::to_string(a.size()) + " values, tasks.process " + std::to_string(n) +
+                ": the task columns must be as long as each other");
+        return a;
+    };
+    const auto& tid = col("tid");
+    const auto& start = col("start_ns");
+    const auto& stop = col("stop_ns");
+    const auto& key = col("key");
+    const auto& prefix = col("prefix");
+    const auto& action = col("action");
+    auto text = [&](const json& v, const std::string& p) -> const std::string& {
+        uint64_t t = u64(v, p);
+        if (t >= texts.size())
+            bad(p + ": " + std::to_string(t) + " is not a text index (tasks.texts has " + std::to_string(texts.size()) +
+                ")");
+        return texts[t];
+    };
+    out.tasks.reserve(n);
+    for (size_t i = 0; i < n; i++) {
+        TaskSpan t;
+        t.process = u32(proc[i], idx("tasks.process", i));
+        if (!out.processes.count(t.process))
+            bad(idx("tasks.process", i) + ": " + std::to_string(t.process) + " is not the key of a process of the file");
+        t.tid = u32(tid[i], idx("tasks.tid", i));
+        t.start_ns = u64(start[i], idx("tasks.start_ns", i));
+        t.stop_ns = u64(stop[i], idx("tasks.stop_ns", i));
+        if (t.stop_ns < t.start_ns) bad(idx("tasks", i) + " stops before it starts");
+        t.key = text(key[i], idx("tasks.key", i));
+        t.prefix = text(prefix[i], idx("tasks.prefix", i));
+        t.action = text(action[i], idx("tasks.action", i));
+        out.tasks.push_back(std::move(t));
+    }
+    const auto before = out.tasks;
+    sort_tasks(out);
+    if (out.tasks != before) bad("tasks: the spans are not sorted by (process, tid, start_ns, stop_ns)");
+}
+
+void read_profile(const json& root, uint64_t version, Profile& out) {
     const std::string path = "profile";
     object(root, "the file");
-    only_fields(root, {"format", "version", "run", "merged_from", "files", "frames", "stacks", "processes"}, path);
+    if (version >= 2)
+        only_fields(root, {"format", "version", "run", "merged_from", "files", "frames", "stacks", "processes", "tasks"},
+                    path);
+    else
+        only_fields(root, {"format", "version", "run", "merged_from", "files", "frames", "stacks", "processes"}, path);
     out.run = run_info(field(root, "run", path), "run");
 
     const auto& merged = array(field(root, "merged_from", path), "merged_from");
@@ -474,6 +533,7 @@ void read_profile(const json& root, Profile& out) {
         if (!out.processes.emplace(key, std::move(pr)).second)
             bad(pp + ".key: " + std::to_string(key) + " is the key of another process too");
     }
+    if (root.contains("tasks")) tasks(root["tasks"], out);
 }
 
 void read_or_throw(std::string_view data, Profile& out, const RawLimits& limits) {
@@ -521,7 +581,7 @@ void read_or_throw(std::string_view data, Profile& out, const RawLimits& limits)
         bad("the file is in format version " + std::to_string(v) + ", from a newer pybpfprof; this one reads version " +
                 std::to_string(kRawFormatVersion) + ": upgrade pybpfprof to read it",
             RawFailure::TooNew);
-    read_profile(root, out);
+    read_profile(root, v, out);
 }
 
 }  // namespace
