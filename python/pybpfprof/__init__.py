@@ -32,10 +32,11 @@ from .api import Profile, profile, write_atomically  # noqa: E402
 from .formats import format_for_path, format_names, known_extensions_text  # noqa: E402
 from .session import ProfileResult, Session, TopFunction, find_binary, parse_top  # noqa: E402
 from ._protocol import DEFAULT_SOCKET, socket_path  # noqa: E402
+from .merge import merge  # noqa: E402
 
 __all__ = [
     "profile", "Profile", "Session", "ProfileResult", "TopFunction",
     "PybpfprofError", "AgentUnavailableError", "ProfilingError", "AgentProtocolError", "ProfilingWarning",
     "format_for_path", "format_names", "known_extensions_text", "parse_top", "find_binary", "socket_path",
-    "write_atomically", "DEFAULT_SOCKET",
+    "write_atomically", "DEFAULT_SOCKET", "merge",
 ]

@@ -726,6 +726,27 @@ class AgentApi(Helpers):
         self.assertLess(p.duration, 1.6)
         self.assertEqual([str(w.message) for w in caught if issubclass(w.category, pybpfprof.ProfilingWarning)], [])
 
+    def test_merge_of_two_profiles(self):
+        # Two runs in pybpfprof's own format, as bytes and as a file, merged as this user.
+        first = pybpfprof.Session(format="pbp").start()
+        hot_loop(1.0)
+        a = first.stop()
+        second_path = out("merge-second.pbp")
+        with pybpfprof.profile(second_path):
+            hot_loop(1.0)
+        merged = pybpfprof.merge([a.data, second_path], out("merged.speedscope.json"),
+                                 labels=[{"role": "first"}, {"role": "second"}])
+        self.assertEqual(merged, os.path.abspath(out("merged.speedscope.json")))
+        with open(merged) as f:
+            doc = json.load(f)
+        names = [p["name"] for p in doc["profiles"]]
+        self.assertTrue(any("role=first" in n for n in names), names)
+        self.assertTrue(any("role=second" in n for n in names), names)
+        self.assert_written_as_caller(merged)
+        with self.assertRaises(pybpfprof.ProfilingError) as e:
+            pybpfprof.merge([out("merged.speedscope.json")], out("again.json"))
+        self.assertIn("not pybpfprof's own format", str(e.exception))
+
     def test_agent_refusal(self):
         with self.assertRaises(pybpfprof.ProfilingError) as cm:
             pybpfprof.Session(pids=[1], children=False).start()
