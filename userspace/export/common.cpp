@@ -143,4 +143,24 @@ FunctionTimes function_times(const Profile& profile, const FunctionTable& functi
     return r;
 }
 
+std::string base64(std::string_view in) {
+    static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+        for (int sh : {18, 12, 6, 0}) out.push_back(tbl[(v >> sh) & 63]);
+    }
+    if (i < in.size()) {
+        uint32_t v = uint8_t(in[i]) << 16;
+        if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+        out.push_back(tbl[v >> 18]);
+        out.push_back(tbl[(v >> 12) & 63]);
+        out.push_back(i + 1 < in.size() ? tbl[(v >> 6) & 63] : '=');
+        out.push_back('=');
+    }
+    return out;
+}
+
 }  // namespace pbp

@@ -17,6 +17,8 @@ namespace pbp {
 // gzip (RFC 1952) of data at zlib's default level, as a .pb.gz is; throws
 // std::runtime_error when zlib fails.
 std::string gzip(std::string_view data);
+// Standard base64 (RFC 4648, with padding).
+std::string base64(std::string_view in);
 
 // The run's sampling period: period_ns, else 1/rate_hz, else 1 ms (an unknown rate).
 uint64_t sampling_period_ns(const RunInfo& run);
