@@ -28,6 +28,8 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	e->depth = depth;
 	e->kind = PBP_KIND_CPU;
 	e->ppid = 0;
+	e->gil = PBP_GIL_NA;
+	e->wait = PBP_WAIT_NONE;
 	e->_pad2 = 0;
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;

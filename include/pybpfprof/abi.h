@@ -197,9 +197,31 @@ enum pbp_sample_kind {
 	PBP_KIND_OFF_CPU = 2, /* off CPU: weight = the interval the thread waited */
 };
 
+/* The sampled thread and its interpreter's GIL (pbp_event.gil), on every sample. */
+enum pbp_gil {
+	PBP_GIL_NA = 0,       /* not known: free-threaded build, GIL layout unknown, no thread state */
+	PBP_GIL_HELD = 1,     /* gil.locked and gil.last_holder == this thread's state */
+	PBP_GIL_WAITING = 2,  /* blocked in take_gil (a futex inside the GIL's struct) */
+	PBP_GIL_NEITHER = 3,  /* a Python thread that neither holds nor waits for it */
+};
+
+/* Why an off-CPU interval's thread was off CPU (pbp_event.wait), from its state when it was
+ * switched out. The exporters show it as the stack's leaf. */
+enum pbp_wait {
+	PBP_WAIT_NONE = 0,     /* on CPU (PBP_KIND_CPU) */
+	PBP_WAIT_SLEEP = 1,    /* TASK_INTERRUPTIBLE (and anything else that is not below) */
+	PBP_WAIT_IO = 2,       /* TASK_UNINTERRUPTIBLE: disk, FUSE, page faults */
+	PBP_WAIT_GIL = 3,      /* sleeping in take_gil */
+	PBP_WAIT_RUNNABLE = 4, /* preempted: TASK_RUNNING, waiting for a CPU */
+};
+#define PBP_WAIT_COUNT 5
+
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */
 #define PBP_F_PARTIAL (1u << 1)    /* the walk stopped on an error (reason says which) */
+/* OFF_CPU: the sum of several intervals shorter than the minimum (--min-block) of this
+ * thread and wait, attributed to the stack at the last of them. Not one contiguous interval. */
+#define PBP_F_AGGREGATE (1u << 2)
 
 struct pbp_event {
 	__u64 ts_ns;              /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
@@ -213,8 +235,12 @@ struct pbp_event {
 	__u16 depth;
 	__u16 kind;               /* SAMPLE: enum pbp_sample_kind */
 	__u32 ppid;               /* EXEC: parent tgid */
-	__u32 _pad2;
-	__u64 weight_ns;          /* SAMPLE: what it stands for, in ns (on CPU: its perf event's period) */
+	__u8 gil;                 /* SAMPLE: enum pbp_gil */
+	__u8 wait;                /* OFF_CPU SAMPLE: enum pbp_wait */
+	__u16 _pad2;
+	/* SAMPLE: what it stands for, in ns (on CPU: its perf event's period; off CPU: the
+	 * interval, which ended at ts_ns; with PBP_F_AGGREGATE the sum of short intervals) */
+	__u64 weight_ns;
 	/* CPU SAMPLE: this CPU's sampled clock, in ns: the periods of every perf event on this CPU
 	 * so far (whatever it ran, idle too), this one's included. The sample stands for
 	 * (cpu_clock_ns - weight_ns, cpu_clock_ns] of it: a session at a lower rate than the

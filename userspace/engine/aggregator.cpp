@@ -26,7 +26,16 @@ void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
         if (store_.transient(stack)) transient_[e.pid].push_back({e.tid, t.samples.size(), e.stack_id});
     }
     if (e.flags & PBP_F_TRUNCATED) profile_.run.truncated++;
-    t.samples.push_back({e.ts_ns, stack, static_cast<uint16_t>(e.cpu), static_cast<SampleKind>(e.kind), weight});
+    Sample smp;
+    smp.ts_ns = e.ts_ns;
+    smp.stack = stack;
+    smp.cpu = static_cast<uint16_t>(e.cpu);
+    smp.kind = static_cast<SampleKind>(e.kind);
+    smp.gil = e.gil <= PBP_GIL_NEITHER ? static_cast<GilState>(e.gil) : GilState::NA;
+    smp.wait = e.wait < PBP_WAIT_COUNT ? static_cast<WaitReason>(e.wait) : WaitReason::None;
+    smp.aggregate = e.flags & PBP_F_AGGREGATE;
+    smp.weight_ns = weight;
+    t.samples.push_back(smp);
     if (!proc.first_sample_ns || e.ts_ns < proc.first_sample_ns) proc.first_sample_ns = e.ts_ns;
     if (e.ts_ns > proc.last_sample_ns) proc.last_sample_ns = e.ts_ns;
     count_++;

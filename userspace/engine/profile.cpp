@@ -101,6 +101,27 @@ const char* kind_name(SampleKind k) {
     return "unknown";
 }
 
+const char* gil_name(GilState g) {
+    switch (g) {
+        case GilState::NA: return "n/a";
+        case GilState::Held: return "held";
+        case GilState::Waiting: return "waiting";
+        case GilState::Neither: return "neither";
+    }
+    return "n/a";
+}
+
+const char* wait_leaf(WaitReason w) {
+    switch (w) {
+        case WaitReason::None: return "";
+        case WaitReason::Sleep: return "[sleeping]";
+        case WaitReason::Io: return "[waiting for I/O]";
+        case WaitReason::Gil: return "[waiting for the GIL]";
+        case WaitReason::Runnable: return "[runnable, waiting for a CPU]";
+    }
+    return "";
+}
+
 size_t Profile::total_threads() const {
     size_t n = 0;
     for (auto& [_, p] : processes) n += p.threads.size();

@@ -60,13 +60,38 @@ enum class SampleKind : uint8_t {
 };
 const char* kind_name(SampleKind k);  // "cpu", "off-cpu"
 
+// The sampled thread and its interpreter's GIL (the ABI's enum pbp_gil).
+enum class GilState : uint8_t {
+    NA = 0,       // not known (free-threaded build, layout unknown): shown as n/a
+    Held = 1,
+    Waiting = 2,  // off CPU in take_gil
+    Neither = 3,
+};
+const char* gil_name(GilState g);  // "n/a", "held", "waiting", "neither"
+
+// Why an off-CPU sample's thread was off CPU (the ABI's enum pbp_wait); None on CPU. The
+// symbolized stack ends in the matching synthetic leaf (wait_leaf).
+enum class WaitReason : uint8_t {
+    None = 0,
+    Sleep = 1,     // "[sleeping]"
+    Io = 2,        // "[waiting for I/O]"
+    Gil = 3,       // "[waiting for the GIL]"
+    Runnable = 4,  // "[runnable, waiting for a CPU]"
+};
+const char* wait_leaf(WaitReason w);  // the leaf frame's name; "" for None
+
 // A stack with a weight and a kind. Exporters sum weights: one sample is not one period.
+// A sample covers the weight_ns that ended at ts_ns (an off-CPU interval: [ts - weight, ts];
+// an aggregate one stands for several short intervals up to ts, not one span).
 struct Sample {
     uint64_t ts_ns = 0;      // CLOCK_MONOTONIC, as stamped by BPF
     uint32_t stack = 0;      // StackTable index
     uint16_t cpu = 0;
     SampleKind kind = SampleKind::Cpu;
     uint64_t weight_ns = 0;  // what the sample stands for, in ns
+    GilState gil = GilState::NA;
+    WaitReason wait = WaitReason::None;
+    bool aggregate = false;  // off CPU: the sum of intervals shorter than the minimum
     bool operator==(const Sample&) const = default;
 };
 
