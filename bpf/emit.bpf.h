@@ -23,13 +23,13 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	e->tid = si->tid;
 	e->cpu = bpf_get_smp_processor_id();
 	e->stack_id = stack_id;
-	e->flags = flags;
+	e->flags = flags | si->flags;
 	e->reason = reason;
 	e->depth = depth;
-	e->kind = PBP_KIND_CPU;
+	e->kind = si->kind;
 	e->ppid = 0;
-	e->gil = PBP_GIL_NA;
-	e->wait = PBP_WAIT_NONE;
+	e->gil = si->gil;
+	e->wait = si->wait;
 	e->_pad2 = 0;
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;

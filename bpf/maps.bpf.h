@@ -91,6 +91,10 @@ struct sample_info {
 	__u64 period;      /* the perf event's period, ns: the weight */
 	__u64 clock;       /* the CPU's sampled clock after this event (pbp_event.cpu_clock_ns) */
 	__u32 tgid, tid;
+	__u16 kind;        /* enum pbp_sample_kind */
+	__u16 flags;       /* PBP_F_AGGREGATE for an aggregate off-CPU sample; ORed into the record's */
+	__u8 gil;          /* enum pbp_gil */
+	__u8 wait;         /* enum pbp_wait (off CPU) */
 };
 
 /* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this

@@ -17,6 +17,7 @@
  *   util.bpf.h          statistics, section timing, user reads, loads from read windows
  *   thread_state.bpf.h  the search for the sampled thread's PyThreadState
  *   frame_walk.bpf.h    the walk over the thread's frames, one step per frame
+ *   gil.bpf.h           the GIL: does the sampled thread hold it, is a blocked thread waiting for it
  *   emit.bpf.h          records, the stack store, and when a new stack wakes the consumer
  */
 #include "vmlinux.h"
@@ -28,6 +29,7 @@
 #include "util.bpf.h"
 #include "thread_state.bpf.h"
 #include "frame_walk.bpf.h"
+#include "gil.bpf.h"
 #include "emit.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -61,6 +63,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->clock = clock;
 	si->tgid = tgid;
 	si->tid = tid;
+	si->kind = PBP_KIND_CPU;
+	si->flags = 0;
+	si->gil = PBP_GIL_NA;
+	si->wait = PBP_WAIT_NONE;
 
 	__u32 reason = PBP_OK;
 	__u64 frame = 0, interp = 0;
@@ -69,6 +75,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
 	if (!ts)
 		return emit(si, 0, 0, 0, reason, 0);
+	si->gil = gil_state_on_cpu(proc, interp, ts);
 
 	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
 	if (reason)

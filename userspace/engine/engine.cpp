@@ -176,6 +176,8 @@ RunInfo Session::run_info(uint64_t end_mono_ns) const {
     run.version = PYBPFPROF_VERSION;
     run.max_depth = static_cast<int>(engine_.max_depth_);
     run.bpf_loop = engine_.uses_bpf_loop();
+    run.mode = cfg_.mode;
+    run.min_block_ns = cfg_.mode == ProfileMode::Wall ? cfg_.min_block_ns : 0;
     run.lost = engine_.lost();
     if (engine_.sampler_) {
         auto ps = engine_.sampler_->prog_stats();

@@ -106,6 +106,12 @@ struct SessionConfig {
     double rate_hz = 0;
     // Empty: every process. The agent sets the caller's access rule here.
     AdmitRule admit;
+    // What the session keeps (--mode): cpu, on-CPU samples; wall, on-CPU samples and every
+    // off-CPU interval of its targets' threads; gil, the on-CPU samples that hold the GIL.
+    ProfileMode mode = ProfileMode::Cpu;
+    // wall: off-CPU intervals shorter than this are summed per thread and wait reason, and
+    // emitted as one aggregate sample once the sum reaches it (never dropped).
+    uint64_t min_block_ns = 1'000'000;
 };
 
 // What the engine tells a session's owner while it runs.

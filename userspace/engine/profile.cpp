@@ -101,6 +101,23 @@ const char* kind_name(SampleKind k) {
     return "unknown";
 }
 
+const char* mode_name(ProfileMode m) {
+    switch (m) {
+        case ProfileMode::Cpu: return "cpu";
+        case ProfileMode::Wall: return "wall";
+        case ProfileMode::Gil: return "gil";
+    }
+    return "cpu";
+}
+
+bool parse_mode(const std::string& s, ProfileMode& m) {
+    if (s == "cpu") m = ProfileMode::Cpu;
+    else if (s == "wall") m = ProfileMode::Wall;
+    else if (s == "gil") m = ProfileMode::Gil;
+    else return false;
+    return true;
+}
+
 const char* gil_name(GilState g) {
     switch (g) {
         case GilState::NA: return "n/a";

@@ -80,6 +80,15 @@ enum class WaitReason : uint8_t {
 };
 const char* wait_leaf(WaitReason w);  // the leaf frame's name; "" for None
 
+// What a run keeps (--mode).
+enum class ProfileMode : uint8_t {
+    Cpu = 0,   // on-CPU samples
+    Wall = 1,  // on-CPU samples and off-CPU intervals: every thread's whole wall time
+    Gil = 2,   // the on-CPU samples that hold the GIL
+};
+const char* mode_name(ProfileMode m);                 // "cpu", "wall", "gil"
+bool parse_mode(const std::string& s, ProfileMode& m);  // false for anything else
+
 // A stack with a weight and a kind. Exporters sum weights: one sample is not one period.
 // A sample covers the weight_ns that ended at ts_ns (an off-CPU interval: [ts - weight, ts];
 // an aggregate one stands for several short intervals up to ts, not one span).
@@ -155,6 +164,8 @@ struct RunInfo {
     uint64_t bpf_run_time_ns = 0, bpf_run_cnt = 0;  // from bpf_stats, when enabled
     int max_depth = 0;                  // deepest stack BPF walks in this run (kernel limit or --max-depth)
     bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
+    ProfileMode mode = ProfileMode::Cpu;  // what the run kept (--mode)
+    uint64_t min_block_ns = 0;          // wall: the minimum off-CPU interval kept alone
 
     bool operator==(const RunInfo&) const = default;
 
