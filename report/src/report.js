@@ -80,6 +80,13 @@
     return { bins: Uint32Array.from(bins), off: Uint32Array.from(offs), stack: cs.subarray(0, nc), count: cc.subarray(0, nc) };
   }
 
+  // Run-length pairs (value, run) -> one value per fine bin (the GIL lanes: permille of the bin).
+  function runs(b64) {
+    const v = varints(b64), out = new Uint16Array(nfine);
+    for (let i = 0, b = 0; i + 1 < v.length; i += 2) { out.fill(v[i], b, Math.min(nfine, b + v[i + 1])); b += v[i + 1]; }
+    return out;
+  }
+
   // Threads: flat list; processes refer to them by index.
   const threads = [], procs = [];
   D.procs.forEach((p, pi) => {
@@ -98,6 +105,7 @@
         fineBin, fineCount, fineFn, cells: decodeCells(t.cells), whole: t.whole ? decodeCells(t.whole) : null,
         // The samples inside each key prefix's compute spans of this thread (decoded on use).
         pcellsB64: new Map((t.pcells || []).map(([pfx, b64]) => [pfx, b64])), pcells: new Map(),
+        gil: t.gil ? { held: runs(t.gil.held), waiting: runs(t.gil.waiting), held_ns: t.gil.held_ns, waiting_ns: t.gil.waiting_ns } : null,
       };
       threads.push(th);
       proc.threadIdx.push(th.index);
@@ -308,6 +316,12 @@
     return root;
   }
 
+  // Off-CPU leaves (wall mode): the synthetic frames that say why a thread waited, drawn in
+  // one cool colour apart from the warm palette of running code.
+  const WAIT_LEAVES = new Set(['[sleeping]', '[waiting for I/O]', '[waiting for the GIL]', '[runnable, waiting for a CPU]']);
+  const OFF_CPU_COLOR = '#8fb3de', OFF_CPU_HL = '#e600e6';
+  const isWaitLeaf = name => WAIT_LEAVES.has(name);
+
   let chart = null;
   const flameEl = document.getElementById('flame');
   const detailsEl = document.getElementById('flame-details');
@@ -346,6 +360,7 @@
         .sort((a, b) => (b.value - a.value) || d3.ascending(a.data.name, b.data.name))
         .setDetailsElement(detailsEl)
         .label(flameLabel)
+        .setColorMapper((d, color) => (isWaitLeaf(d.data.name) ? (d.highlight ? OFF_CPU_HL : OFF_CPU_COLOR) : color))
         .setSearchMatch(searchMatch)
         .setSearchHandler((results, sum, total) => {
           if (!state.search) { searchCountEl.textContent = ''; return; }
@@ -466,6 +481,7 @@
     const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: 'CPU time' }),
       ...(whereCol ? [el('th', { text: procs.some(p => mergeLabelsOf(p).length || hostOf(p)) ? 'Where' : 'Pod / container' })] : []),
       el('th', { class: 'num', text: 'Share' }), el('th', { class: 'num', text: 'Threads' }),
+      ...(anyGil ? [el('th', { class: 'num', text: 'GIL held', title: 'the time its threads held the GIL over its wall time' })] : []),
       el('th', { class: 'num', text: 'Avg CPU' }), el('th', { class: 'num', text: 'Peak RSS' }));
     const body = el('tbody');
     for (const i of order.slice(0, 500)) {
@@ -480,6 +496,8 @@
         ...(whereCol ? [el('td', { text: whereOf(p) })] : []),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
         el('td', { class: 'num', text: String(p.threadIdx.length) }),
+        ...(anyGil ? [el('td', { class: 'num gil-util', 'data-pid': p.pid, text: gilText(p),
+          title: p.gil ? `${fmtSec(p.gil.held_ns / 1e9)} held of ${fmtSec(p.gil.wall_ns / 1e9)}` : 'free-threaded, or its GIL is not known' })] : []),
         el('td', { class: 'num', text: rs.cpu == null ? '' : fmtPct(rs.cpu) }),
         el('td', { class: 'num', text: rs.rss == null ? '' : fmtBytes(rs.rss) })));
     }
@@ -517,7 +535,7 @@
     for (const t of threads) for (let i = 0; i < t.fineFn.length; i++) c.set(t.fineFn[i], (c.get(t.fineFn[i]) || 0) + t.fineCount[i]);
     return [...c.entries()].sort((a, b) => b[1] - a[1]).slice(0, 10).map(e => e[0]);
   })();
-  const fnColor = new Map(hotFns.map((f, i) => [f, d3.schemeTableau10[i]]));
+  const fnColor = new Map(hotFns.map((f, i) => [f, isWaitLeaf(fnName[f]) ? OFF_CPU_COLOR : d3.schemeTableau10[i]]));
   const OTHER = '#b8b8b8';
 
   // Rows: one per thread, or one per process when there are too many threads.
@@ -847,6 +865,75 @@
   }
 
   // ---- summary ------------------------------------------------------------------------
+  function modeText() {
+    const m = run.mode || 'cpu';
+    if (m === 'wall') return `wall (on-CPU samples and off-CPU intervals; min block ${fmtSec((run.min_block_ns || 0) / 1e9)}, shorter ones counted in aggregate)`;
+    if (m === 'gil') return 'gil (only the on-CPU samples that hold the GIL)';
+    return 'cpu (on-CPU samples)';
+  }
+
+  // ---- GIL lanes --------------------------------------------------------------------
+  // Per thread over time: the share of each timeline bin it held the GIL (top lane) and waited
+  // for it (bottom lane), from the samples' GIL state. A thread whose GIL state is not known
+  // (free-threaded build, or a layout pybpfprof does not know) says n/a.
+  const GIL_HELD = '#2e8b57', GIL_WAIT = '#d9534f';
+  const gilThreads = threads.filter(t => t.n > 0 || t.gil);
+  const anyGil = threads.some(t => t.gil);
+  function renderGil() {
+    const sec = document.getElementById('gil-section');
+    sec.hidden = !anyGil;
+    if (!anyGil) return;
+    const box = document.getElementById('gil-lanes');
+    const width = Math.max(400, timelineEl.clientWidth || box.clientWidth || 1000);
+    const plotW = width - LABEL_W - 16;  // as the timeline: the same x for the same time
+    const lh = 12, gap = 6;
+    const shown = gilThreads.slice(0, 64);
+    const h = shown.length * (2 * lh + gap);
+    const x = d3.scaleLinear().domain([0, nfine * fineS]).range([0, plotW]);
+    const scoped = new Set(scopeThreads());
+    const svg = d3.create('svg').attr('class', 'gil-svg').attr('width', width).attr('height', h);
+    shown.forEach((t, i) => {
+      const y0 = i * (2 * lh + gap);
+      const g = svg.append('g').attr('class', 'gil-thread').attr('data-tid', t.tid)
+        .attr('opacity', scoped.has(t.index) ? 1 : 0.3);
+      g.append('text').attr('x', 4).attr('y', y0 + lh).attr('class', 'gil-label')
+        .text(`${procTag(procs[t.proc])} ${threadLabel(t)}`).append('title').text(`${threadLabel(t)} of ${procLabel(procs[t.proc])}`);
+      if (!t.gil) {
+        g.append('text').attr('class', 'gil-na').attr('x', LABEL_W + 4).attr('y', y0 + lh)
+          .text('GIL n/a (free-threaded, or its GIL is not known)');
+        return;
+      }
+      for (const [kind, lane, color, dy] of [['held', t.gil.held, GIL_HELD, 0], ['waiting', t.gil.waiting, GIL_WAIT, lh]]) {
+        const lg = g.append('g').attr('class', 'gil-lane').attr('data-kind', kind).attr('data-tid', t.tid)
+          .attr('data-ns', kind === 'held' ? t.gil.held_ns : t.gil.waiting_ns);
+        lg.append('rect').attr('x', LABEL_W).attr('y', y0 + dy).attr('width', plotW).attr('height', lh - 1).attr('fill', '#f3f3f3');
+        let bins = 0;
+        for (let b = 0; b < nfine;) {
+          let e = b + 1;
+          while (e < nfine && lane[e] === lane[b]) e++;
+          if (lane[b]) {
+            const bh = Math.max(1, (lh - 1) * lane[b] / 1000);
+            lg.append('rect').attr('class', 'gil-bin').attr('data-share', lane[b] / 1000).attr('data-bins', e - b)
+              .attr('x', LABEL_W + x(b * fineS)).attr('y', y0 + dy + lh - 1 - bh)
+              .attr('width', Math.max(1, x(e * fineS) - x(b * fineS))).attr('height', bh).attr('fill', color)
+              .append('title').text(`${kind === 'held' ? 'holds' : 'waits for'} the GIL ${fmtPct(lane[b] / 10)} of ${fmtSec(b * fineS)}–${fmtSec(e * fineS)}`);
+          }
+          bins += lane[b] ? e - b : 0;
+          b = e;
+        }
+        lg.attr('data-bins', bins);
+      }
+    });
+    box.replaceChildren(svg.node());
+    box.dataset.threads = String(shown.length);
+    document.getElementById('gil-legend').replaceChildren(
+      el('span', { class: 'key' }, el('i', { style: `background:${GIL_HELD}` }), 'holds the GIL'),
+      el('span', { class: 'key' }, el('i', { style: `background:${GIL_WAIT}` }), 'waits for the GIL'),
+      el('span', { class: 'muted', text: ` · share of each ${fmtSec(fineS)} bin` +
+        (gilThreads.length > 64 ? ` · the first 64 of ${gilThreads.length} threads` : '') }));
+  }
+  const gilText = p => p.gil ? fmtPct(100 * p.gil.share) : 'n/a';
+
   function renderSummary() {
     document.getElementById('title-target').textContent = run.target || '';
     const start = new Date(run.start_unix_ms);
@@ -855,6 +942,8 @@
       ['Target', run.target || '—'],
       ['Started', `${start.toLocaleString()} (${run.start_iso})`],
       ['Duration', fmtSec(run.duration_s)],
+      ['Mode', modeText()],
+      ['On/off CPU', `${fmtSec(run.cpu_ns / 1e9)} on CPU, ${run.mode === 'wall' || run.off_cpu_ns ? fmtSec(run.off_cpu_ns / 1e9) + ' off CPU' : 'off CPU not sampled (cpu mode)'}`],
       ['Rate', `${run.rate_hz} Hz per CPU (${fmtSec(periodS)} per sample)`],
       ['Samples', `${fmtInt(run.samples)} (${fmtSec(inSamples ? run.samples * periodS : run.cpu_ns / 1e9)} of CPU` +
         (run.off_cpu_ns ? `, ${fmtSec(run.off_cpu_ns / 1e9)} off CPU)` : ')')],
@@ -944,6 +1033,7 @@
     timed('top', renderTop);
     timed('breakdowns', renderBreakdowns);
     timed('timeline', () => { if (opts.timeline) renderTimeline(); else if (opts.brush) showBrush(); });
+    timed('gil', () => { if (opts.timeline) renderGil(); });
     timed('resources', updateResourceScope);
     timed('tasks', () => { renderLanes(); renderPrefixTable(); });
   }

@@ -16,7 +16,10 @@
 //   - with task spans (a Dask run): the task lanes are drawn (one per worker thread, every
 //     lane with coloured spans), and clicking a key prefix scopes the totals to the samples
 //     inside its compute spans (they become the prefix's CPU in the prefix table, the top
-//     table changes, the scope bar names it) and clicking it again restores them.
+//     table changes, the scope bar names it) and clicking it again restores them;
+//   - with GIL states (expect.gil): the GIL lanes are drawn per thread, their bins add up to
+//     the time held / waited, unknown threads say n/a, and the process table has the GIL
+//     utilisation.
 //
 // Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
@@ -25,7 +28,11 @@
 //            "proc_text": [texts the process table must show, e.g. "host node-a"],
 //            "max_ready_ms": N, "max_update_ms": N,
 //            "task_lanes": N (lanes drawn), "scope_prefix": "prefix" (click it in the prefix table),
-//            "prefixes": ["prefix", ...] (rows the prefix table must have)}
+//            "prefixes": ["prefix", ...] (rows the prefix table must have),
+//            "gil": {"lanes": N (GIL lanes drawn, two per thread with a known GIL state),
+//                    "held_s": {"tid": seconds}, "waiting_s": {"tid": seconds} (what each lane's
+//                    drawn bins add up to, ±10 ms), "na": [tids that must say n/a],
+//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"}}
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -380,6 +387,50 @@ async function main() {
         if (!back) fail(`clicking prefix ${expect.scope_prefix} again does not restore the totals`);
       }
     }
+  }
+
+  // GIL lanes: per thread with a known GIL state, a "held" and a "waiting" lane, each drawn
+  // as bins whose shares, times the bin, add up to the thread's held / waiting time; threads
+  // without one say n/a; the process table says each process's GIL utilisation (or n/a).
+  if (expect.gil) {
+    const g = expect.gil;
+    if (!(await page.isVisible('#gil-section'))) fail('the GIL section is hidden');
+    await page.locator('#gil-lanes').scrollIntoViewIfNeeded();
+    const drawn = await page.evaluate(() => {
+      const fineS = window.pbpReport.data.bins.fine_ns / 1e9;
+      const lanes = [...document.querySelectorAll('#gil-lanes g.gil-lane')].map(l => {
+        const bins = [...l.querySelectorAll('rect.gil-bin')];
+        const box = bins.map(r => r.getBoundingClientRect()).filter(b => b.width > 0 && b.height > 0).length;
+        return { tid: Number(l.dataset.tid), kind: l.dataset.kind, rects: bins.length, visible: box,
+          seconds: bins.reduce((a, r) => a + Number(r.dataset.share) * Number(r.dataset.bins) * fineS, 0) };
+      });
+      const na = [...document.querySelectorAll('#gil-lanes g.gil-thread')].filter(t => t.querySelector('.gil-na')).map(t => Number(t.dataset.tid));
+      const util = [...document.querySelectorAll('#proc-table td.gil-util')].map(td => [Number(td.dataset.pid), td.textContent]);
+      return { lanes, na, util };
+    });
+    const nLanes = drawn.lanes.length;
+    if (g.lanes !== undefined && nLanes !== g.lanes) fail(`${nLanes} GIL lanes, want ${g.lanes}`);
+    for (const [tid, want] of Object.entries(g.held_s || {})) {
+      const l = drawn.lanes.find(x => x.tid === Number(tid) && x.kind === 'held');
+      if (!l) { fail(`no GIL held lane for tid ${tid}`); continue; }
+      if (!l.visible) fail(`the GIL held lane of tid ${tid} draws nothing visible`);
+      if (Math.abs(l.seconds - want) > 0.011) fail(`tid ${tid} holds the GIL ${l.seconds.toFixed(3)} s in its lane, want ${want}`);
+    }
+    for (const [tid, want] of Object.entries(g.waiting_s || {})) {
+      const l = drawn.lanes.find(x => x.tid === Number(tid) && x.kind === 'waiting');
+      if (!l) { fail(`no GIL waiting lane for tid ${tid}`); continue; }
+      if (Math.abs(l.seconds - want) > 0.011) fail(`tid ${tid} waits for the GIL ${l.seconds.toFixed(3)} s in its lane, want ${want}`);
+    }
+    for (const tid of g.na || []) if (!drawn.na.includes(tid)) fail(`tid ${tid} does not say GIL n/a`);
+    for (const [pid, text] of Object.entries(g.util || {})) {
+      const u = drawn.util.find(([p]) => p === Number(pid));
+      if (!u || u[1] !== text) fail(`process ${pid} GIL utilisation ${u ? JSON.stringify(u[1]) : 'missing'}, want ${JSON.stringify(text)}`);
+    }
+    const mode = await page.textContent('#summary [data-key="mode"] .v').catch(() => '');
+    if (g.mode && !String(mode).startsWith(g.mode)) fail(`the summary says mode ${JSON.stringify(mode)}, want ${g.mode}`);
+    const rects = drawn.lanes.reduce((a, l) => a + l.rects, 0);
+    info.push(`${nLanes} GIL lanes drawn (${rects} bins; ${drawn.lanes.map(l => `${l.tid} ${l.kind} ${l.seconds.toFixed(2)} s`).join(', ')}), ` +
+      `GIL n/a for ${drawn.na.length} threads, utilisation ${drawn.util.map(([p, t]) => `${p}: ${t}`).join(', ')}, mode ${JSON.stringify(mode)}`);
   }
 
   // CPU and memory charts.

@@ -85,6 +85,9 @@ function staticCheck(file, buf, loadName) {
     let n = 0, lines = 0;
     for (const line of text.split('\n')) {
       if (line === '') continue;
+      // pybpfprof states the unit of a weighted file in a first comment line, which every
+      // folded reader skips (it does not end in " COUNT"); the app gets the file as it is.
+      if (lines === 0 && line.startsWith('# ') && !/ \d+$/.test(line)) continue;
       const m = /^(.+) (\d+)$/.exec(line);
       if (!m) { errors.push(`not "stack COUNT": ${JSON.stringify(line.slice(0, 80))}`); break; }
       n += Number(m[2]);

@@ -10,11 +10,13 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "summary/text_summary.h"
 #include "export/exporter.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "wall_profile.h"
 #include "weighted_profile.h"
 
 namespace fs = std::filesystem;
@@ -551,6 +553,8 @@ TEST(Speedscope, LoadsInRealSpeedscopeApp) {
         write_file(dir, "multi.folded", export_to_string("collapsed", multi_profile())),
         write_file(dir, "weighted.json", export_to_string("speedscope", test::WeightedProfile().profile)),
         write_file(dir, "weighted.folded", export_to_string("collapsed", test::WeightedProfile().profile)),
+        write_file(dir, "wall.json", export_to_string("speedscope", test::WallProfile().profile)),
+        write_file(dir, "wall.folded", export_to_string("collapsed", test::WallProfile().profile)),
     };
     auto r = run_checker(files);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -595,6 +599,7 @@ TEST(Speedscope, RealAppCheckerRejectsBrokenFiles) {
 struct Folded {
     std::vector<std::pair<std::string, uint64_t>> lines;  // stack, count (in file order)
     uint64_t total = 0;
+    std::string unit_line;  // the first line when it is a comment ("# pybpfprof folded stacks: ...")
 };
 
 // Parses the way flamegraph.pl does (/^(.*)\s+?(\d+(?:\.\d*)?)$/), but strictly: one
@@ -607,7 +612,12 @@ Folded parse_folded(const std::string& text) {
     static const std::regex re(R"(^(.+) (\d+)$)");
     std::istringstream in(text);
     std::string line;
+    bool first = true;
     while (std::getline(in, line)) {
+        if (std::exchange(first, false) && line.rfind("# ", 0) == 0) {
+            f.unit_line = line;
+            continue;
+        }
         std::smatch m;
         EXPECT_TRUE(std::regex_match(line, m, re)) << "bad line: " << line;
         if (m.empty()) continue;
@@ -677,6 +687,65 @@ TEST(Collapsed, ExportsSampleWeights) {
                                                          {"cpu_hot", w.weight_ns("cpu_hot")},
                                                          {"waits", w.weight_ns("waits")}}));
     EXPECT_EQ(f.total, w.profile.total_weight_ns(SampleKind::Cpu) + w.profile.total_weight_ns(SampleKind::OffCpu));
+}
+
+// The weighted file states its unit in a first comment line; a cpu mode profile of one period
+// per sample stays a file of sample counts without it (MultiProcessExactLines).
+TEST(Collapsed, StatesTheUnitOfWeights) {
+    Folded weighted = parse_folded(export_to_string("collapsed", test::WeightedProfile().profile));
+    EXPECT_EQ(weighted.unit_line, "# pybpfprof folded stacks: values in nanoseconds (mode cpu, on-CPU and off-CPU time)");
+    Folded counts = parse_folded(export_to_string("collapsed", multi_profile()));
+    EXPECT_EQ(counts.unit_line, "");
+}
+
+// Wall mode: nanoseconds, off-CPU stacks end in their wait leaf, every thread sums to its
+// wall time.
+TEST(Collapsed, WallModeWeighsOffCpuLeaves) {
+    test::WallProfile w;
+    Folded f = parse_folded(export_to_string("collapsed", w.profile));
+    EXPECT_EQ(f.unit_line, "# pybpfprof folded stacks: values in nanoseconds (mode wall, on-CPU and off-CPU time)");
+    std::map<std::string, uint64_t> per_leaf;
+    for (const auto& [stack, value] : f.lines) {
+        std::string leaf = stack.substr(stack.rfind(';') + 1);
+        per_leaf[leaf.substr(0, leaf.find(" ("))] += value;
+    }
+    EXPECT_EQ(per_leaf["[waiting for the GIL]"], 800 * test::WallProfile::kMs);
+    EXPECT_EQ(per_leaf["[sleeping]"], 1000 * test::WallProfile::kMs);
+    EXPECT_EQ(per_leaf["[waiting for I/O]"], 100 * test::WallProfile::kMs);
+    for (const auto& [leaf, ns] : per_leaf) EXPECT_EQ(ns, w.weight_ns(leaf)) << leaf;
+    EXPECT_EQ(f.total, 3000 * test::WallProfile::kMs) << "three threads, one second of wall time each";
+    // A gil mode run keeps on-CPU samples of one period, yet says its unit: nanoseconds.
+    Profile gil = w.profile;
+    gil.run.mode = ProfileMode::Gil;
+    for (auto& [_, pr] : gil.processes)
+        for (auto& [__, t] : pr.threads) std::erase_if(t.samples, [](const Sample& s) { return s.gil != GilState::Held; });
+    Folded g = parse_folded(export_to_string("collapsed", gil));
+    EXPECT_EQ(g.unit_line, "# pybpfprof folded stacks: values in nanoseconds (mode gil, on-CPU time)");
+    EXPECT_EQ(g.total, 800 * test::WallProfile::kMs);
+}
+
+TEST(Speedscope, WallModeWeightsAndMetadata) {
+    test::WallProfile w;
+    json doc = json::parse(export_to_string("speedscope", w.profile));
+    EXPECT_EQ(doc["pybpfprof"]["mode"], "wall");
+    EXPECT_EQ(doc["pybpfprof"]["min_block_ns"], 1'000'000u);
+    EXPECT_EQ(doc["pybpfprof"]["cpu_ns"], w.profile.total_weight_ns(SampleKind::Cpu));
+    EXPECT_EQ(doc["pybpfprof"]["off_cpu_ns"], w.profile.total_weight_ns(SampleKind::OffCpu));
+    const auto& frames = doc["shared"]["frames"];
+    std::map<std::string, double> per_leaf;
+    double total = 0;
+    for (const auto& p : doc["profiles"]) {
+        EXPECT_EQ(p["unit"], "seconds");
+        for (size_t i = 0; i < p["samples"].size(); i++) {
+            const auto& st = p["samples"][i];
+            double wt = p["weights"][i].get<double>();
+            per_leaf[frames[st.back().get<size_t>()]["name"].get<std::string>()] += wt;
+            total += wt;
+        }
+    }
+    EXPECT_NEAR(total, 3.0, 1e-9) << "three threads, one second each";
+    for (const auto& [leaf, s] : per_leaf) EXPECT_NEAR(s, w.weight_ns(leaf) / 1e9, 1e-9) << leaf;
+    EXPECT_NEAR(per_leaf["[waiting for the GIL]"], 0.8, 1e-9);
 }
 
 TEST(Collapsed, EmptyProfileGivesEmptyFile) {

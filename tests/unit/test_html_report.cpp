@@ -22,6 +22,7 @@
 #include "synthetic_profile.h"
 #include "engine/resource_sampler.h"
 #include "test_support.h"
+#include "wall_profile.h"
 #include "weighted_profile.h"
 
 namespace fs = std::filesystem;
@@ -596,6 +597,43 @@ TEST(HtmlReport, WeightedSamplesWorkInHeadlessChromium) {
     auto r = check_report(file, {{"functions", {"waits", "cpu_hot"}}, {"search", "cpu_"}, {"min_processes", 2}});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
+}
+
+// A wall mode run with GIL states (tests/support/wall_profile.h): the data carries the
+// lanes and utilisation (n/a for the free-threaded process), and Chromium draws them.
+TEST(HtmlReport, GilLanesAndUtilisation) {
+    test::WallProfile w;
+    const std::string html = render_html_report(w.profile);
+    json d = embedded_data(html);
+    EXPECT_EQ(d["run"]["mode"], "wall");
+    EXPECT_EQ(d["run"]["min_block_ns"], 1'000'000u);
+    EXPECT_EQ(d["run"]["cpu_ns"], w.profile.total_weight_ns(SampleKind::Cpu));
+    EXPECT_EQ(d["run"]["off_cpu_ns"], w.profile.total_weight_ns(SampleKind::OffCpu));
+    ASSERT_EQ(d["procs"].size(), 2u);
+    EXPECT_EQ(d["procs"][0]["gil"]["held_ns"], 800'000'000u);
+    EXPECT_EQ(d["procs"][0]["gil"]["wall_ns"], 1'000'000'000u);
+    EXPECT_DOUBLE_EQ(d["procs"][0]["gil"]["share"].get<double>(), 0.8);
+    EXPECT_TRUE(d["procs"][1]["gil"].is_null()) << "free-threaded: n/a, not a guess";
+    EXPECT_EQ(d["procs"][0]["threads"][0]["gil"]["held_ns"], w.held_ns.at(10));
+    EXPECT_EQ(d["procs"][0]["threads"][1]["gil"]["waiting_ns"], w.waiting_ns.at(11));
+    EXPECT_TRUE(d["procs"][1]["threads"][0]["gil"].is_null());
+
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string file = test::temp_dir() + "/gil.html";
+    std::ofstream(file) << html;
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/gil.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"spin", "crunch", "[waiting for the GIL]"}},
+                                 {"min_processes", 2},
+                                 {"gil", {{"lanes", 4},
+                                          {"held_s", {{"10", 0.5}, {"11", 0.3}}},
+                                          {"waiting_s", {{"10", 0.3}, {"11", 0.5}}},
+                                          {"na", {20}},
+                                          {"util", {{"10", "80%"}, {"20", "n/a"}}},
+                                          {"mode", "wall"}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("4 GIL lanes drawn"), std::string::npos) << r.out;
 }
 
 // The checker fails on a broken page.

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "cli/merge_command.h"
 #include "engine/merge.h"
@@ -20,6 +21,7 @@
 #include "pprof_reader.h"
 #include "profile_diff.h"
 #include "test_support.h"
+#include "wall_profile.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -267,6 +269,46 @@ TEST(Merge, DifferentRatesKeepEachSamplesWeight) {
     std::string folded = exported("collapsed", m);
     EXPECT_NE(folded.find(";work (/app/work.py:10) " + std::to_string(100 * kPeriod) + "\n"), std::string::npos) << folded;
     EXPECT_NE(folded.find(";crunch (/app/crunch.py:10) " + std::to_string(300 * fast) + "\n"), std::string::npos) << folded;
+}
+
+// Wall mode profiles: every sample keeps its kind, weight, GIL state, wait reason and
+// aggregate mark; the mode is the inputs' when they agree, wall when one input is wall, and
+// survives the file (pbp version 3).
+TEST(Merge, KeepsWallAndGilFields) {
+    test::WallProfile w;
+    Profile a = w.profile, b = w.profile;
+    b.run.start_unix_ns += 5'000'000'000LL;  // another machine, five seconds later
+    b.run.host = "node-b";
+    std::string error;
+    Profile m = merge_profiles({a, b}, {}, error);
+    ASSERT_EQ(error, "");
+    EXPECT_EQ(m.run.mode, ProfileMode::Wall);
+    EXPECT_EQ(m.run.min_block_ns, 1'000'000u);
+    std::map<std::tuple<GilState, WaitReason, bool, SampleKind>, uint64_t> got, want;
+    for (const Profile* p : {&a, &b})
+        for (const auto& [_, pr] : p->processes)
+            for (const auto& [__, t] : pr.threads)
+                for (const Sample& s : t.samples) want[{s.gil, s.wait, s.aggregate, s.kind}] += s.weight_ns;
+    for (const auto& [_, pr] : m.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples) got[{s.gil, s.wait, s.aggregate, s.kind}] += s.weight_ns;
+    EXPECT_EQ(got, want);
+    const uint64_t held = got[{GilState::Held, WaitReason::None, false, SampleKind::Cpu}];
+    EXPECT_EQ(held, 2 * 800 * test::WallProfile::kMs);
+    // Through the file and back.
+    Profile back;
+    ASSERT_TRUE(read_raw(raw_json(m), back, error)) << error;
+    EXPECT_TRUE(back == m) << test::profile_difference(m, back);
+
+    // Mixed modes: wall wins over cpu and gil; cpu and gil give cpu; min-block is the largest.
+    Profile c = machine("node-c", 1'000'000'000ULL, TwoMachines::kUnixA, "other");
+    Profile g = machine("node-g", 1'000'000'000ULL, TwoMachines::kUnixA, "other");
+    g.run.mode = ProfileMode::Gil;
+    b.run.min_block_ns = 5'000'000;
+    EXPECT_EQ(merge_profiles({c, a}, {}, error).run.mode, ProfileMode::Wall);
+    EXPECT_EQ(merge_profiles({c, g}, {}, error).run.mode, ProfileMode::Cpu);
+    EXPECT_EQ(merge_profiles({g, g}, {}, error).run.mode, ProfileMode::Gil);
+    EXPECT_EQ(merge_profiles({a, b}, {}, error).run.min_block_ns, 5'000'000u);
 }
 
 // A merge of merges keeps every input once, and the hosts found the first time.

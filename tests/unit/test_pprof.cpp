@@ -15,6 +15,7 @@
 #include "pprof_reader.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "wall_profile.h"
 #include "weighted_profile.h"
 
 namespace pbp {
@@ -465,24 +466,26 @@ TEST(PprofGo, RawTotalsNamesAndLabels) {
     EXPECT_TRUE(worker) << r.out;
 }
 
-// Values are summed weights (tests/support/weighted_profile.h): cpu/nanoseconds those of
-// the on-CPU samples, off_cpu/nanoseconds (only in a profile with off-CPU samples) those of
-// the off-CPU ones, samples/count the samples of either kind.
+// Values are summed weights (tests/support/weighted_profile.h): with off-CPU samples the
+// types are samples/count (either kind), wall/nanoseconds (every weight, the default),
+// cpu/nanoseconds (the on-CPU samples') and off_cpu/nanoseconds (the off-CPU ones').
 TEST(Pprof, ExportsSampleWeights) {
     test::WeightedProfile w;
     const pp::Profile p = parse_pprof(export_pprof(w.profile));
     Decoded d(p);
     std::vector<std::string> types;
     for (const auto& t : p.sample_type()) types.push_back(d.str(t.type()) + "/" + d.str(t.unit()));
-    EXPECT_EQ(types, (std::vector<std::string>{"samples/count", "cpu/nanoseconds", "off_cpu/nanoseconds"}));
-    EXPECT_EQ(d.str(p.default_sample_type()), "cpu");
-    std::map<std::string, uint64_t> samples, cpu, off;
+    EXPECT_EQ(types, (std::vector<std::string>{"samples/count", "wall/nanoseconds", "cpu/nanoseconds",
+                                               "off_cpu/nanoseconds"}));
+    EXPECT_EQ(d.str(p.default_sample_type()), "wall");
+    std::map<std::string, uint64_t> samples, wall, cpu, off;
     for (const auto& s : p.sample()) {
-        ASSERT_EQ(s.value_size(), 3);
+        ASSERT_EQ(s.value_size(), 4);
         std::string leaf = std::get<0>(d.frame(s.location_id(0)));
         samples[leaf] += s.value(0);
-        cpu[leaf] += s.value(1);
-        off[leaf] += s.value(2);
+        wall[leaf] += s.value(1);
+        cpu[leaf] += s.value(2);
+        off[leaf] += s.value(3);
     }
     auto nonzero = [](std::map<std::string, uint64_t> m) {
         std::erase_if(m, [](const auto& kv) { return kv.second == 0; });
@@ -491,28 +494,106 @@ TEST(Pprof, ExportsSampleWeights) {
     EXPECT_EQ(samples, w.samples);
     EXPECT_EQ(nonzero(cpu), w.cpu_ns);
     EXPECT_EQ(nonzero(off), w.off_cpu_ns);
-    // Without off-CPU samples, the sample types stay the two they always were.
+    for (const auto& [leaf, ns] : wall) EXPECT_EQ(ns, w.weight_ns(leaf)) << leaf;
+    // Without off-CPU samples (a cpu mode run), the sample types stay the two they always were.
     for (auto& [_, pr] : w.profile.processes)
         for (auto& [__, t] : pr.threads) std::erase_if(t.samples, [](const Sample& s) { return s.kind == SampleKind::OffCpu; });
     EXPECT_EQ(parse_pprof(export_pprof(w.profile)).sample_type_size(), 2);
 }
 
-// go tool pprof reads the weights and the third sample type.
+// go tool pprof reads the weights and the four sample types.
 TEST(PprofGo, ReadsSampleWeights) {
     PBP_REQUIRE(test::have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
     test::WeightedProfile w;
     auto r = go_pprof({"-raw"}, write_file(export_pprof(w.profile), "weighted.pb.gz"));
     ASSERT_EQ(r.status, 0) << r.err;
     auto raw = test::parse_go_raw(r.out);
-    EXPECT_EQ(raw.sample_types, (std::vector<std::string>{"samples/count", "cpu/nanoseconds[dflt]", "off_cpu/nanoseconds"}))
+    EXPECT_EQ(raw.sample_types, (std::vector<std::string>{"samples/count", "wall/nanoseconds[dflt]", "cpu/nanoseconds",
+                                                          "off_cpu/nanoseconds"}))
         << r.out;
     EXPECT_EQ(raw.total(0), 8);
-    EXPECT_EQ(raw.total(1), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu)));
-    EXPECT_EQ(raw.total(2), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::OffCpu)));
+    EXPECT_EQ(raw.total(1), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu) +
+                                                 w.profile.total_weight_ns(SampleKind::OffCpu)));
+    EXPECT_EQ(raw.total(2), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu)));
+    EXPECT_EQ(raw.total(3), static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::OffCpu)));
     auto top = go_pprof({"-top", "-sample_index=off_cpu"}, write_file(export_pprof(w.profile), "weighted2.pb.gz"));
     ASSERT_EQ(top.status, 0) << top.err;
     EXPECT_NE(top.out.find("waits"), std::string::npos) << top.out;
     EXPECT_NE(top.out.find("253ms"), std::string::npos) << top.out;
+}
+
+// A wall mode run (tests/support/wall_profile.h): the wait leaves, the gil and wait labels
+// per sample, the mode in the comments.
+TEST(Pprof, WallModeLabelsGilAndWait) {
+    test::WallProfile w;
+    const pp::Profile p = parse_pprof(export_pprof(w.profile));
+    Decoded d(p);
+    EXPECT_EQ(d.str(p.default_sample_type()), "wall");
+    std::set<std::string> comments;
+    for (int64_t c : p.comment()) comments.insert(d.str(c));
+    EXPECT_TRUE(comments.count("mode: wall")) << "the mode is said";
+    EXPECT_TRUE(comments.count("min block: 1000000 ns"));
+    std::map<std::string, uint64_t> by_gil, by_wait;  // wall ns by label value
+    std::map<uint64_t, uint64_t> held;                // tid -> held ns
+    std::map<std::string, uint64_t> wall;
+    for (const auto& s : p.sample()) {
+        ASSERT_EQ(s.value_size(), 4);
+        std::string gil, wait;
+        uint64_t tid = 0;
+        for (const auto& l : s.label()) {
+            if (d.str(l.key()) == "gil") gil = d.str(l.str());
+            if (d.str(l.key()) == "wait") wait = d.str(l.str());
+            if (d.str(l.key()) == "tid") tid = l.num();
+        }
+        ASSERT_FALSE(gil.empty()) << "every sample of a wall run says its GIL state";
+        by_gil[gil] += s.value(1);
+        if (!wait.empty()) by_wait[wait] += s.value(1);
+        if (gil == "held") held[tid] += s.value(1);
+        const std::string leaf = std::get<0>(d.frame(s.location_id(0)));
+        wall[leaf] += s.value(1);
+        EXPECT_EQ(wait.empty(), s.value(3) == 0) << "off-CPU samples, and only they, have a wait label";
+    }
+    EXPECT_EQ(by_gil["held"], 800 * test::WallProfile::kMs);
+    EXPECT_EQ(by_gil["waiting"], 800 * test::WallProfile::kMs);
+    EXPECT_EQ(by_gil["n/a"], 1000 * test::WallProfile::kMs) << "free-threaded: n/a, not a guess";
+    EXPECT_EQ(by_wait, (std::map<std::string, uint64_t>{{"gil", 800 * test::WallProfile::kMs},
+                                                        {"io", 100 * test::WallProfile::kMs},
+                                                        {"sleep", 1000 * test::WallProfile::kMs}}));
+    EXPECT_EQ(held, (std::map<uint64_t, uint64_t>{{10, w.held_ns.at(10)}, {11, w.held_ns.at(11)}}));
+    for (const auto& [leaf, ns] : wall) EXPECT_EQ(ns, w.weight_ns(leaf)) << leaf;
+    EXPECT_EQ(wall["[waiting for the GIL]"], 800 * test::WallProfile::kMs);
+}
+
+// go tool pprof's totals per sample type equal ours, and it filters by the gil label.
+TEST(PprofGo, WallTotalsAndGilTagsEqualOurs) {
+    PBP_REQUIRE(test::have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
+    test::WallProfile w;
+    const std::string path = write_file(export_pprof(w.profile), "wall.pb.gz");
+    auto r = go_pprof({"-raw"}, path);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto raw = test::parse_go_raw(r.out);
+    EXPECT_EQ(raw.sample_types, (std::vector<std::string>{"samples/count", "wall/nanoseconds[dflt]", "cpu/nanoseconds",
+                                                          "off_cpu/nanoseconds"}))
+        << r.out;
+    const int64_t cpu = static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu));
+    const int64_t off = static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::OffCpu));
+    EXPECT_EQ(raw.total(0), static_cast<int64_t>(w.total_samples));
+    EXPECT_EQ(raw.total(1), cpu + off);
+    EXPECT_EQ(raw.total(2), cpu);
+    EXPECT_EQ(raw.total(3), off);
+    EXPECT_EQ(cpu + off, 3000 * static_cast<int64_t>(test::WallProfile::kMs)) << "three threads, one second each";
+    // -tags lists the label values with their share of wall time.
+    auto tags = go_pprof({"-tags"}, path);
+    ASSERT_EQ(tags.status, 0) << tags.err;
+    for (const char* want : {"gil: Total 3.0s", "800.0ms (26.67%): held", "800.0ms (26.67%): waiting",
+                             "400.0ms (13.33%): neither", "1.0s (33.33%): n/a", "wait: Total 1.9s", "1.0s (52.63%): sleep",
+                             "800.0ms (42.11%): gil", "100.0ms ( 5.26%): io"})
+        EXPECT_NE(tags.out.find(want), std::string::npos) << want << "\n" << tags.out;
+    // Held time through pprof's own filter: 800 ms.
+    auto top = go_pprof({"-top", "-tagfocus=gil=held"}, path);
+    ASSERT_EQ(top.status, 0) << top.err;
+    EXPECT_NE(top.out.find("800ms"), std::string::npos) << top.out;
+    EXPECT_NE(top.out.find("spin"), std::string::npos) << top.out;
 }
 
 TEST(PprofGo, TopReadsLeafFirst) {

@@ -18,6 +18,7 @@
 #include "profile_diff.h"
 #include "synthetic_profile.h"
 #include "test_support.h"
+#include "wall_profile.h"
 #include "weighted_profile.h"
 
 using nlohmann::json;
@@ -154,6 +155,7 @@ TEST(RawFormat, RoundTripKeepsEveryField) {
 TEST(RawFormat, RoundTripKeepsEveryExportersOutput) {
     std::vector<std::pair<std::string, Profile>> cases = {
         {"weighted", test::WeightedProfile().profile},
+        {"wall", test::WallProfile().profile},
         {"synthetic 3 processes x 60 s", test::synthetic_profile(3, 60, 99)},
         {"everything", everything_profile()},
     };
@@ -269,20 +271,86 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }),
-                      "the file is in format version 3, from a newer pybpfprof; this one reads version 2: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 4; }),
+                      "the file is in format version 4, from a newer pybpfprof; this one reads version 3: upgrade "
                       "pybpfprof to read it",
                       TooNew);
+    // Version 3 adds the wall/GIL fields: a version 1 or 2 file has none of them.
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["mode"] = "wall"; }),
+                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"][0]["gil"] = 1; }),
+                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 3)",
+                      Invalid);
+    // ... and a version 3 file must have them all.
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }), "run.mode is missing", Invalid);
     // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
     // has the spans' own checks).
     EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
-                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 2)",
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 3)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = "1"; }),
                       "profile.version must be a whole number from 1 (got \"1\")", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d.erase("version"); }), "profile.version is missing", Invalid);
+}
+
+// Version 3: the run's mode and min-block, every sample's GIL state, wait reason and aggregate
+// mark, read back exactly; columns when they vary, one number when they do not.
+TEST(RawFormat, WallAndGilFieldsRoundTrip) {
+    test::WallProfile w;
+    Profile p = w.profile;
+    MergedInput m;
+    m.run = p.run;
+    m.run.mode = ProfileMode::Gil;
+    p.merged_from = {m};
+    json doc = json::parse(raw_json(p));
+    EXPECT_EQ(doc["version"], 3);
+    EXPECT_EQ(doc["run"]["mode"], "wall");
+    EXPECT_EQ(doc["run"]["min_block_ns"], 1'000'000u);
+    EXPECT_EQ(doc["merged_from"][0]["run"]["mode"], "gil");
+    const json& t10 = doc["processes"][0]["threads"][0];
+    EXPECT_TRUE(t10["gil"].is_array());
+    EXPECT_EQ(t10["gil"].back(), 3);
+    EXPECT_EQ(t10["wait"].back(), 1);
+    EXPECT_EQ(t10["aggregate"], 0) << "one number when every sample has the same";
+    const json& t11 = doc["processes"][0]["threads"][1];
+    EXPECT_EQ(t11["aggregate"].back(), 1);
+    EXPECT_EQ(doc["processes"][1]["threads"][0]["gil"], 0) << "free-threaded: n/a for every sample";
+    Profile back;
+    std::string error;
+    ASSERT_TRUE(read_raw(file_bytes(p), back, error)) << error;
+    EXPECT_EQ(test::profile_difference(p, back), "");
+    EXPECT_TRUE(back == p);
+    EXPECT_EQ(raw_json(back), raw_json(p));
+
+    // Out of range: one line naming the field.
+    auto edited = [&](auto edit) {
+        json d = json::parse(raw_json(w.profile));
+        edit(d);
+        return read_bytes(d.dump());
+    };
+    EXPECT_READ_ERROR(edited([](json& d) { d["processes"][0]["threads"][0]["gil"][3] = 4; }),
+                      "processes[0].threads[0].gil[3] must be 0 (n/a), 1 (held), 2 (waiting) or 3 (neither) (got 4)",
+                      Invalid);
+    EXPECT_READ_ERROR(edited([](json& d) { d["processes"][0]["threads"][0]["wait"] = 5; }),
+                      "processes[0].threads[0].wait must be 0 (none), 1 (sleep), 2 (I/O), 3 (GIL) or 4 (runnable) (got 5)",
+                      Invalid);
+    EXPECT_READ_ERROR(edited([](json& d) { d["processes"][0]["threads"][0]["aggregate"] = json::array({0}); }),
+                      "processes[0].threads[0].aggregate has 1 values, ts_ns 52: a thread's sample columns must be as "
+                      "long as each other",
+                      Invalid);
+    EXPECT_READ_ERROR(edited([](json& d) { d["run"]["mode"] = "idle"; }),
+                      "run.mode must be \"cpu\", \"wall\" or \"gil\" (got \"idle\")", Invalid);
+
+    // Older files still read: a version 1 file is a cpu mode run with GIL state n/a.
+    Profile old;
+    ASSERT_TRUE(read_raw(raw_json(test::WeightedProfile().profile), old, error)) << error;
+    EXPECT_EQ(json::parse(raw_json(test::WeightedProfile().profile))["version"], 1);
+    EXPECT_EQ(old.run.mode, ProfileMode::Cpu);
+    for (const auto& [_, pr] : old.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples) EXPECT_TRUE(s.gil == GilState::NA && s.wait == WaitReason::None && !s.aggregate);
 }
 
 TEST(RawFormatReader, IndicesOutOfRange) {
@@ -326,7 +394,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 2)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),

@@ -14,6 +14,7 @@
 #include "export/exporter.h"
 #include "synthetic_profile.h"
 #include "test_support.h"
+#include "wall_profile.h"
 #include "weighted_profile.h"
 
 namespace pbp {
@@ -163,6 +164,30 @@ TEST(SvgExport, WidthsFollowTheWeightsRootAtTheBottom) {
     // Process 10's width is the weight of its samples.
     const uint64_t p10 = total - wp.profile.processes.at(20).threads.at(20).samples[0].weight_ns;
     EXPECT_NEAR(proc->w, kInner * static_cast<double>(p10) / total, 0.01);
+}
+
+// Wall mode: the wait leaves are as wide as the time waited and drawn in one blue, apart from
+// the frames on CPU; every thread is as wide as its wall time.
+TEST(SvgExport, OffCpuLeavesAreBlueAndWeighTheirTime) {
+    test::WallProfile wp;
+    auto fs = frames_of(read_svg(svg_of(wp.profile)));
+    ASSERT_FALSE(fs.empty());
+    std::map<std::string, double> leaf_w;  // the wait leaves (depth 5) and hashing (a leaf at depth 4)
+    std::set<std::string> wait_fills, cpu_fills;
+    for (const auto& f : fs) {
+        if (f.depth < 4) continue;
+        const std::string name = f.label.substr(0, f.label.find(" ("));
+        leaf_w[name] += f.w;
+        (name.front() == '[' ? wait_fills : cpu_fills).insert(f.fill);
+    }
+    const double total = 3000.0 * test::WallProfile::kMs;
+    for (const char* leaf : {"[sleeping]", "[waiting for the GIL]", "[waiting for I/O]", "hashing"})
+        EXPECT_NEAR(leaf_w[leaf], kInner * static_cast<double>(wp.weight_ns(leaf)) / total, 0.02) << leaf;
+    EXPECT_EQ(wait_fills, (std::set<std::string>{"rgb(90,140,225)"}));
+    EXPECT_EQ(cpu_fills.count("rgb(90,140,225)"), 0u);
+    const Drawn* t10 = find(fs, "MainThread (tid 10)");
+    ASSERT_NE(t10, nullptr);
+    EXPECT_NEAR(t10->w, kInner / 3, 0.01) << "one second of three";
 }
 
 // Every label fits its frame: whole, or its beginning and "..", or nothing when too narrow.

@@ -153,6 +153,17 @@ Profile merge_profiles(std::vector<Profile> in, const MergeOptions& o, std::stri
         run.bpf_run_cnt += r.bpf_run_cnt;
         run.end_mono_ns = std::max(run.end_mono_ns, static_cast<uint64_t>(base + rel(i, ends[i])));
     }
+    // The mode: the inputs' own when they agree; else wall if one input is (the merged profile
+    // holds its off-CPU samples), else cpu (every input kept on-CPU samples). min_block_ns: the
+    // largest, the bound under which an interval may have been counted in aggregate. Each
+    // input's own run stays in merged_from.
+    bool same_mode = true, any_wall = false;
+    for (const Profile& p : in) {
+        same_mode &= p.run.mode == in[0].run.mode;
+        any_wall |= p.run.mode == ProfileMode::Wall;
+        run.min_block_ns = std::max(run.min_block_ns, p.run.min_block_ns);
+    }
+    run.mode = same_mode ? in[0].run.mode : any_wall ? ProfileMode::Wall : ProfileMode::Cpu;
     run.rate_hz = same_rate ? in[0].run.rate_hz : run.rate_hz;
     run.period_ns = same_period ? in[0].run.period_ns : shortest_period;
     run.command = same_command ? in[0].run.command : std::vector<std::string>{};

@@ -3,10 +3,16 @@
 //   process;thread;frame;...;leaf COUNT
 // (with --group-by pod, "pod <namespace>/<name>;" comes first for processes in a pod, so
 // flame graphs have one root per pod)
-// COUNT is the number of samples when every sample stands for one sampling period (an
-// on-CPU profile); otherwise (samples of different weights, off-CPU samples) it is the
-// stack's summed weight in nanoseconds, on- and off-CPU alike, so widths stay true to time
-// (a stack that weighs nothing has no line).
+// COUNT is a weight in a stated unit. A cpu mode run whose samples all weigh one sampling
+// period writes the number of samples (flamegraph.pl's and py-spy's meaning; the file is
+// what it always was). Anything else (wall or gil mode, off-CPU samples, samples of different
+// weights) writes each stack's summed weight in nanoseconds, on- and off-CPU alike, so widths
+// stay true to time (a stack that weighs nothing has no line), and states the unit in a first
+// line that is a comment:
+//   # pybpfprof folded stacks: values in nanoseconds (mode wall, on-CPU and off-CPU time)
+// Every folded reader skips it: flamegraph.pl and inferno ignore (and count) lines that do not
+// end in " COUNT", speedscope's importer keeps only lines matching /^(.*) (\d+)$/; the comment
+// therefore never ends in a digit. Off-CPU stacks end in their wait leaf ("[sleeping]", ...).
 // process = display_name() plus its container, if any, thread = "<name> (tid N)", frame = "qualname (file:line)".
 // Lines are sorted (bytewise) so equal profiles give identical files.
 #include <map>
@@ -54,7 +60,8 @@ public:
 };
 
 void CollapsedExporter::write(const Profile& prof, const ExportOptions& options, std::ostream& out) const {
-    const bool counts = every_sample_weighs(prof, sampling_period_ns(prof.run));
+    const bool counts =
+        prof.run.mode == ProfileMode::Cpu && every_sample_weighs(prof, sampling_period_ns(prof.run));
     std::vector<std::string> frame_texts;
     frame_texts.reserve(prof.frames.size());
     for (const auto& f : prof.frames.all()) frame_texts.push_back(frame_text(f));
@@ -78,6 +85,9 @@ void CollapsedExporter::write(const Profile& prof, const ExportOptions& options,
             }
         }
     }
+    if (!counts && !lines.empty())
+        out << "# pybpfprof folded stacks: values in nanoseconds (mode " << mode_name(prof.run.mode)
+            << (has_off_cpu(prof) ? ", on-CPU and off-CPU time)" : ", on-CPU time)") << '\n';
     for (const auto& [line, value] : lines)
         if (value) out << line << ' ' << value << '\n';
 }

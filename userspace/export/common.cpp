@@ -64,6 +64,32 @@ std::string iso8601_utc_ms(int64_t unix_ns) {
     return buf;
 }
 
+const char* wait_name(WaitReason w) {
+    switch (w) {
+        case WaitReason::None: return "";
+        case WaitReason::Sleep: return "sleep";
+        case WaitReason::Io: return "io";
+        case WaitReason::Gil: return "gil";
+        case WaitReason::Runnable: return "runnable";
+    }
+    return "";
+}
+
+bool is_wait_leaf(const Frame& f) {
+    if (!f.synthetic) return false;
+    for (WaitReason w : {WaitReason::Sleep, WaitReason::Io, WaitReason::Gil, WaitReason::Runnable})
+        if (f.name == wait_leaf(w)) return true;
+    return false;
+}
+
+bool has_off_cpu(const Profile& profile) {
+    for (const auto& [_, p] : profile.processes)
+        for (const auto& [__, t] : p.threads)
+            for (const Sample& s : t.samples)
+                if (s.kind == SampleKind::OffCpu) return true;
+    return false;
+}
+
 bool every_sample_weighs(const Profile& profile, uint64_t weight_ns) {
     for (const auto& [_, p] : profile.processes)
         for (const auto& [__, t] : p.threads)

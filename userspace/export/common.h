@@ -29,6 +29,17 @@ std::string decimal_seconds(int64_t ns);
 // UTC with milliseconds: "2026-11-21T11:38:00.123Z".
 std::string iso8601_utc_ms(int64_t unix_ns);
 
+// A wait reason's short name, for labels and keys: "sleep", "io", "gil", "runnable"; "" for
+// None (an on-CPU sample).
+const char* wait_name(WaitReason w);
+
+// True for the synthetic leaf that ends an off-CPU sample's stack (wait_leaf(): "[sleeping]",
+// "[waiting for I/O]", ...): the outputs that draw frames draw these apart.
+bool is_wait_leaf(const Frame& f);
+
+// True when the profile holds an off-CPU sample.
+bool has_off_cpu(const Profile& profile);
+
 // True when every sample of the profile weighs exactly weight_ns (true for no samples).
 bool every_sample_weighs(const Profile& profile, uint64_t weight_ns);
 

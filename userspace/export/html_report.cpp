@@ -27,6 +27,10 @@
 //    stay exact (every sample is still in its thread and interval), only the rarest deep
 //    detail is merged; the whole run's cells (the view the page opens with) are then
 //    embedded exactly as well when they take at most half the budget;
+//  - per thread, the GIL lanes: per fine bin the share of the bin it held the GIL and waited
+//    for it (permille, run-length encoded), from the samples' GIL state and weight spread
+//    over [ts - weight, ts]; per process the GIL utilisation (held time / its wall time);
+//    both null (shown as n/a) when no sample knows its GIL state;
 //  - per process, CPU % and RSS over time (ResourceSampler, ~1 Hz, downsampled to <= 1000
 //    points);
 //  - the run summary, and the speedscope JSON of the same run (write_speedscope), gzipped,
@@ -189,6 +193,8 @@ private:
     std::string encode_fine(const Cells& c) const;
     static std::string encode_cells(const Cells& c);
     json tasks_json(std::vector<json>& pcells);
+    json gil_lanes(const ThreadProfile& t) const;
+    json gil_utilisation(const ProcessProfile& pr) const;
 
     const Profile& p_;
     const HtmlReportLimits& lim_;
@@ -641,6 +647,72 @@ json Aggregation::tasks_json(std::vector<json>& pcells) {
     return out;
 }
 
+// Run-length pairs (value, run), as varints, base64-encoded: a lane is mostly runs of 0 and
+// 1000, so this is a few bytes per change.
+std::string encode_runs(const std::vector<uint32_t>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size();) {
+        size_t j = i;
+        while (j < v.size() && v[j] == v[i]) j++;
+        put_varint(out, v[i]);
+        put_varint(out, j - i);
+        i = j;
+    }
+    return base64(out);
+}
+
+// A thread's GIL lanes: per fine bin, the share (in permille of the bin) of its time it held
+// the GIL (samples with gil == Held) and waited for it (gil == Waiting), each sample's weight
+// spread over [ts - weight, ts]. null when no sample of the thread knows its GIL state
+// (free-threaded, or not known): the page says n/a rather than draw a guess.
+json Aggregation::gil_lanes(const ThreadProfile& t) const {
+    bool known = false;
+    for (const Sample& s : t.samples) known |= s.gil != GilState::NA;
+    if (!known) return nullptr;
+    std::vector<double> held(nfine_, 0), waiting(nfine_, 0);
+    uint64_t held_ns = 0, waiting_ns = 0;
+    const uint64_t end = nfine_ * fine_ns_;
+    for (const Sample& s : t.samples) {
+        if (s.gil != GilState::Held && s.gil != GilState::Waiting) continue;
+        auto& lane = s.gil == GilState::Held ? held : waiting;
+        (s.gil == GilState::Held ? held_ns : waiting_ns) += s.weight_ns;
+        const uint64_t b = s.ts_ns > t0_ ? s.ts_ns - t0_ : 0;
+        const uint64_t a = b > s.weight_ns ? b - s.weight_ns : 0;
+        for (uint64_t x = a; x < std::min(b, end);) {
+            const uint64_t bin = x / fine_ns_, next = std::min({(bin + 1) * fine_ns_, b, end});
+            lane[bin] += static_cast<double>(next - x);
+            x = next;
+        }
+    }
+    auto permille = [&](const std::vector<double>& lane) {
+        std::vector<uint32_t> v(nfine_);
+        for (uint64_t i = 0; i < nfine_; i++)
+            v[i] = static_cast<uint32_t>(std::min(1000.0, std::round(1000.0 * lane[i] / static_cast<double>(fine_ns_))));
+        return v;
+    };
+    return {{"held", encode_runs(permille(held))}, {"waiting", encode_runs(permille(waiting))},
+            {"held_ns", held_ns}, {"waiting_ns", waiting_ns}};
+}
+
+// A process's GIL utilisation: the time its threads held the GIL over its wall time (the run,
+// up to its last sample when it exited). null (n/a) when no sample knows its GIL state.
+json Aggregation::gil_utilisation(const ProcessProfile& pr) const {
+    bool known = false;
+    uint64_t held = 0, last = 0;
+    for (const auto& [_, t] : pr.threads)
+        for (const Sample& s : t.samples) {
+            known |= s.gil != GilState::NA;
+            if (s.gil == GilState::Held) held += s.weight_ns;
+            last = std::max(last, s.ts_ns);
+        }
+    if (!known) return nullptr;
+    const uint64_t run_end = p_.run.end_mono_ns > t0_ ? p_.run.end_mono_ns : t0_ + span_ns_;
+    const uint64_t end = pr.exited && last ? std::min(last, run_end) : run_end;
+    const uint64_t wall = end > t0_ ? end - t0_ : 0;
+    if (!wall) return nullptr;
+    return {{"held_ns", held}, {"wall_ns", wall}, {"share", static_cast<double>(held) / static_cast<double>(wall)}};
+}
+
 json resources_json(const ProcessProfile& pr, uint64_t t0) {
     const auto& v = pr.resources;
     json t = json::array(), cpu = json::array(), rss = json::array();
@@ -785,6 +857,8 @@ json Aggregation::build(std::string& note) {
     r["weight_units"] = std::accumulate(stack_count_.begin(), stack_count_.end(), uint64_t{0});
     r["cpu_ns"] = p_.total_weight_ns(SampleKind::Cpu);
     r["off_cpu_ns"] = p_.total_weight_ns(SampleKind::OffCpu);
+    r["mode"] = mode_name(run.mode);
+    r["min_block_ns"] = run.min_block_ns;
     r["lost"] = run.lost;
     r["truncated"] = run.truncated;
     r["unresolved"] = run.unresolved;
@@ -841,9 +915,11 @@ json Aggregation::build(std::string& note) {
                                {"fine", encode_fine(fine[ti])}, {"cells", encode_cells(cells[ti])}});
             if (!whole.empty()) threads.back()["whole"] = encode_cells(whole[ti]);
             if (!pcells[ti].is_null()) threads.back()["pcells"] = pcells[ti];
+            threads.back()["gil"] = gil_lanes(t);
             ti++;
         }
         pj["threads"] = threads;
+        pj["gil"] = gil_utilisation(pr);
         pj["res"] = resources_json(pr, t0_);
         procs.push_back(pj);
     }

@@ -1,11 +1,14 @@
 // pprof's profile.proto (userspace/export/proto/profile.proto), gzip-compressed: what
 // `go tool pprof`, Pyroscope, Parca, Grafana and Cloud Profiler read.
 //
-// - Sample types: samples/count (1 per sample, of either kind) and cpu/nanoseconds (the
-//   summed weight_ns of the on-CPU samples), and off_cpu/nanoseconds (that of the off-CPU
-//   samples) only when the profile has off-CPU samples; period_type cpu/nanoseconds,
-//   period = the sampling period; default_sample_type cpu.
-//   time_nanos is the wall-clock start of the run, duration_nanos its length.
+// - Sample types say what the values are. A cpu or gil mode run without off-CPU samples:
+//   samples/count (1 per sample) and cpu/nanoseconds (the summed weight_ns), default cpu.
+//   A wall mode run, or any profile with off-CPU samples: samples/count (either kind),
+//   wall/nanoseconds (every weight: on- plus off-CPU), cpu/nanoseconds (the on-CPU samples'),
+//   off_cpu/nanoseconds (the off-CPU samples', the intervals waited), default wall.
+//   period_type cpu/nanoseconds, period = the sampling period.
+//   time_nanos is the wall-clock start of the run, duration_nanos its length; comments say
+//   the mode (and min-block in wall mode).
 // - One Function per distinct (name, file) of the frame table (export/common.h's
 //   FunctionTable; start_line = the smallest line sampled in it, at or after the real def
 //   line, exact when the entry (RESUME, 3.11+) was sampled); one Location per frame-table
@@ -18,7 +21,11 @@
 //   summed, location ids leaf first (pprof's order; our stacks are root first). Per-thread
 //   identity lives in the labels of every sample: pid, tid (numbers), thread_name, process
 //   (strings), ns_pid / ns_tid when they differ from the host ids, and the process's
-//   container/pod labels as strings. Per-sample timestamps are therefore not written
+//   container/pod labels as strings. Samples of one stack are split by GIL state and wait
+//   reason: label gil ("held", "waiting", "neither", "n/a": not known or free-threaded),
+//   written when the run is in wall or gil mode or any sample's GIL state is known, and
+//   label wait ("sleep", "io", "gil", "runnable") on off-CPU samples, so
+//   `-tagfocus gil=held` or `-tagfocus wait=io` select them. Per-sample timestamps are therefore not written
 //   (pprof has no timestamp field; a per-sample "time" label would defeat the aggregation
 //   and multiply the file size); the speedscope output keeps the timeline.
 // - Ids start at 1 and string_table[0] is "". Output is deterministic for a given Profile.
@@ -26,6 +33,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -105,29 +113,28 @@ public:
 void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostream& out) const {
     const RunInfo& run = prof.run;
     const int64_t period = static_cast<int64_t>(sampling_period_ns(run));
-    bool off_cpu = false;
+    const bool wall = run.mode == ProfileMode::Wall || has_off_cpu(prof);
+    bool gil_known = run.mode != ProfileMode::Cpu;
     for (const auto& [_, pr] : prof.processes)
         for (const auto& [__, t] : pr.threads)
-            for (const Sample& s : t.samples) off_cpu |= s.kind == SampleKind::OffCpu;
+            for (const Sample& s : t.samples) gil_known |= s.gil != GilState::NA;
 
     pp::Profile p;
     StringTable st(p);
 
-    auto* count_type = p.add_sample_type();
-    count_type->set_type(st.id("samples"));
-    count_type->set_unit(st.id("count"));
-    auto* cpu_type = p.add_sample_type();
-    cpu_type->set_type(st.id("cpu"));
-    cpu_type->set_unit(st.id("nanoseconds"));
-    if (off_cpu) {
-        auto* off_type = p.add_sample_type();
-        off_type->set_type(st.id("off_cpu"));
-        off_type->set_unit(st.id("nanoseconds"));
-    }
+    auto sample_type = [&](const char* type, const char* unit) {
+        auto* t = p.add_sample_type();
+        t->set_type(st.id(type));
+        t->set_unit(st.id(unit));
+    };
+    sample_type("samples", "count");
+    if (wall) sample_type("wall", "nanoseconds");
+    sample_type("cpu", "nanoseconds");
+    if (wall) sample_type("off_cpu", "nanoseconds");
     p.mutable_period_type()->set_type(st.id("cpu"));
     p.mutable_period_type()->set_unit(st.id("nanoseconds"));
     p.set_period(period);
-    p.set_default_sample_type(st.id("cpu"));
+    p.set_default_sample_type(st.id(wall ? "wall" : "cpu"));
     p.set_time_nanos(run.start_unix_ns);
     p.set_duration_nanos(run.end_mono_ns > run.start_mono_ns
                              ? static_cast<int64_t>(run.end_mono_ns - run.start_mono_ns)
@@ -141,6 +148,9 @@ void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostrea
         std::snprintf(rate, sizeof rate, "%g", run.rate_hz);
         p.add_comment(st.id(std::string("rate: ") + rate + " Hz"));
     }
+    p.add_comment(st.id(std::string("mode: ") + mode_name(run.mode)));
+    if (run.mode == ProfileMode::Wall && run.min_block_ns)
+        p.add_comment(st.id("min block: " + std::to_string(run.min_block_ns) + " ns"));
     if (run.lost) p.add_comment(st.id("lost samples: " + std::to_string(run.lost)));
     if (run.truncated)
         p.add_comment(st.id("truncated stacks: " + std::to_string(run.truncated)));
@@ -192,7 +202,7 @@ void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostrea
     };
 
     static const char* const kReserved[] = {"pid", "tid", "ns_pid", "ns_tid", "thread_name",
-                                            "process"};
+                                            "process", "gil", "wait"};
     for (const auto& [pid, pr] : prof.processes) {
         const std::string process = pr.display_name();
         for (const auto& [tid, t] : pr.threads) {
@@ -225,7 +235,11 @@ void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostrea
                 str(clash ? "label_" + k : k, v);
             }
 
-            for (const auto& [stack, total] : thread_stack_totals(t)) {  // in stack order: stable output
+            // One pprof sample per (stack, GIL state, wait reason), in that order: stable output.
+            std::map<std::tuple<uint32_t, GilState, WaitReason>, StackTotal> totals;
+            for (const Sample& smp : t.samples) totals[{smp.stack, smp.gil, smp.wait}].add(smp);
+            for (const auto& [key, total] : totals) {
+                const auto& [stack, gil, wait] = key;
                 auto* s = p.add_sample();
                 if (stack < prof.stacks.size()) {
                     const auto& root_first = prof.stacks.at(stack);
@@ -234,9 +248,20 @@ void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostrea
                 }
                 if (s->location_id_size() == 0) s->add_location_id(empty_stack_location());
                 s->add_value(static_cast<int64_t>(total.samples));
+                if (wall) s->add_value(static_cast<int64_t>(total.weight_ns()));
                 s->add_value(static_cast<int64_t>(total.cpu_ns));
-                if (off_cpu) s->add_value(static_cast<int64_t>(total.off_cpu_ns));
+                if (wall) s->add_value(static_cast<int64_t>(total.off_cpu_ns));
                 for (const auto& l : labels) *s->add_label() = l;
+                auto* gl = gil_known ? s->add_label() : nullptr;
+                if (gl) {
+                    gl->set_key(st.id("gil"));
+                    gl->set_str(st.id(gil_name(gil)));
+                }
+                if (wait != WaitReason::None) {
+                    auto* wl = s->add_label();
+                    wl->set_key(st.id("wait"));
+                    wl->set_str(st.id(wait_name(wait)));
+                }
             }
         }
     }

@@ -4,7 +4,8 @@
 // Compactness: frames are columns (name, file index, line, synthetic) over a table of file
 // names; a thread's samples are parallel arrays (timestamps as differences from the previous
 // sample, stack indices, CPUs), and its kinds and weights a single number when every sample
-// has the same (the usual on-CPU profile), else arrays too.
+// has the same (the usual on-CPU profile), else arrays too; so are, in version 3, their GIL
+// states, wait reasons and aggregate marks.
 // Exactness: every integer is written in full (JSON numbers up to 2^64 - 1); a string that
 // is not valid UTF-8 (a command line or thread name is any bytes) is {"base64": "..."}; a
 // map whose keys are not all valid UTF-8 is an array of [key, value] pairs.
@@ -59,6 +60,7 @@ public:
     // When set, the text is handed to it in pieces as it grows (the last byte is kept: key()
     // looks at it), so a long run is never all in memory twice.
     std::function<void(std::string_view)> sink;
+    bool wall = false;  // version 3: the run's mode and min-block, samples' GIL state and wait
     void drain() {
         if (sink && text.size() > (1u << 20)) {
             sink(std::string_view(text.data(), text.size() - 1));
@@ -159,6 +161,10 @@ void Writer::run(const RunInfo& r) {
     key("bpf_run_cnt"), u(r.bpf_run_cnt);
     key("max_depth"), i(r.max_depth);
     key("bpf_loop"), b(r.bpf_loop);
+    if (wall) {
+        key("mode"), str(mode_name(r.mode));
+        key("min_block_ns"), u(r.min_block_ns);
+    }
     raw("}");
 }
 
@@ -174,11 +180,28 @@ public:
     }
 };
 
+// True when p has something only version 3 holds: a mode other than cpu, a min-block, or a
+// sample with a GIL state, a wait reason or the aggregate mark.
+bool needs_wall_fields(const Profile& p) {
+    auto run = [](const RunInfo& r) { return r.mode != ProfileMode::Cpu || r.min_block_ns != 0; };
+    if (run(p.run)) return true;
+    for (const auto& m : p.merged_from)
+        if (run(m.run)) return true;
+    for (const auto& [_, pr] : p.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples)
+                if (s.gil != GilState::NA || s.wait != WaitReason::None || s.aggregate) return true;
+    return false;
+}
+
 void write_json(const Profile& p, Writer& w) {
     w.raw("{\"format\":\"");
     w.raw(kRawFormatName);
+    // The oldest layout that holds everything: version 3 for a profile with wall/GIL fields,
+    // 2 for one with task spans, else 1 (so an older pybpfprof reads what it can read whole).
+    w.wall = needs_wall_fields(p);
     w.raw("\",\"version\":");
-    w.i(p.tasks.empty() ? 1 : kRawFormatVersion);
+    w.i(w.wall ? 3 : p.tasks.empty() ? 1 : 2);
     w.raw(",\n");
     w.key("run"), w.run(p.run);
     w.raw(",\n");
@@ -277,6 +300,19 @@ void write_json(const Profile& p, Writer& w) {
             w.key("weight_ns");
             if (one_weight) w.u(v.empty() ? 0 : v.front().weight_ns);
             else w.array(v, [&](const Sample& s) { w.u(s.weight_ns); });
+            if (w.wall) {
+                // Like kind: one number when every sample has the same, else a column.
+                auto column = [&](const char* name, auto get) {
+                    bool one = true;
+                    for (const Sample& s : v) one &= get(s) == get(v.front());
+                    w.key(name);
+                    if (one) w.u(v.empty() ? 0 : get(v.front()));
+                    else w.array(v, [&](const Sample& s) { w.u(get(s)); });
+                };
+                column("gil", [](const Sample& s) { return static_cast<uint64_t>(s.gil); });
+                column("wait", [](const Sample& s) { return static_cast<uint64_t>(s.wait); });
+                column("aggregate", [](const Sample& s) { return static_cast<uint64_t>(s.aggregate); });
+            }
             w.raw("}");
             w.drain();
         }

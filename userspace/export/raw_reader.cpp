@@ -105,7 +105,9 @@ bool starts_with_ci(std::string_view s, std::string_view p) {
 std::string not_json_kind(std::string_view text, bool was_gzip) {
     std::string_view t = trim_left(text);
     if (starts_with_ci(t, "<!doctype html") || starts_with_ci(t, "<html")) return "an HTML file (a report?)";
-    // Folded stacks: "frame;frame;frame COUNT" lines.
+    // Folded stacks: "frame;frame;frame COUNT" lines, after the comment that states the unit
+    // of a weighted file (export/collapsed.cpp).
+    if (t.substr(0, 30) == "# pybpfprof folded stacks: val") return "folded (collapsed) stacks";
     std::string_view line = t.substr(0, t.find('\n'));
     if (!line.empty() && line.find(';') != std::string_view::npos) {
         size_t sp = line.rfind(' ');
@@ -248,13 +250,20 @@ std::map<std::string, std::string> labels(const json& j, const std::string& path
     return str_map<std::string>(j, path, [](const json& v, const std::string& p) { return str(v, p); });
 }
 
-RunInfo run_info(const json& j, const std::string& path) {
+RunInfo run_info(const json& j, const std::string& path, uint64_t version) {
     object(j, path);
-    only_fields(j,
-                {"target", "command", "start_mono_ns", "end_mono_ns", "start_unix_ns", "rate_hz", "period_ns",
-                 "kernel", "host", "version", "lost", "truncated", "unresolved", "bpf_run_time_ns", "bpf_run_cnt",
-                 "max_depth", "bpf_loop"},
-                path);
+    if (version >= 3)
+        only_fields(j,
+                    {"target", "command", "start_mono_ns", "end_mono_ns", "start_unix_ns", "rate_hz", "period_ns",
+                     "kernel", "host", "version", "lost", "truncated", "unresolved", "bpf_run_time_ns", "bpf_run_cnt",
+                     "max_depth", "bpf_loop", "mode", "min_block_ns"},
+                    path);
+    else
+        only_fields(j,
+                    {"target", "command", "start_mono_ns", "end_mono_ns", "start_unix_ns", "rate_hz", "period_ns",
+                     "kernel", "host", "version", "lost", "truncated", "unresolved", "bpf_run_time_ns", "bpf_run_cnt",
+                     "max_depth", "bpf_loop"},
+                    path);
     auto f = [&](const char* k) -> const json& { return field(j, k, path); };
     auto p = [&](const char* k) { return path + "." + k; };
     RunInfo r;
@@ -278,6 +287,12 @@ RunInfo run_info(const json& j, const std::string& path) {
     r.max_depth = static_cast<int>(i64(f("max_depth"), p("max_depth"), std::numeric_limits<int>::min(),
                                        std::numeric_limits<int>::max()));
     r.bpf_loop = boolean(f("bpf_loop"), p("bpf_loop"));
+    if (version >= 3) {  // older files are cpu mode runs
+        const json& m = f("mode");
+        if (!m.is_string() || !parse_mode(m.get_ref<const std::string&>(), r.mode))
+            bad(p("mode") + " must be \"cpu\", \"wall\" or \"gil\"" + got(m));
+        r.min_block_ns = u64(f("min_block_ns"), p("min_block_ns"));
+    }
     return r;
 }
 
@@ -292,7 +307,7 @@ const json::array_t* column(const json& j, size_t n, bool scalar_ok, const std::
     return &a;
 }
 
-void thread_samples(const json& t, ThreadProfile& out, size_t nstacks, const std::string& path) {
+void thread_samples(const json& t, ThreadProfile& out, size_t nstacks, const std::string& path, uint64_t version) {
     const std::string ts_path = path + ".ts_ns";
     const auto& ts = array(field(t, "ts_ns", path), ts_path);
     const size_t n = ts.size();
@@ -343,9 +358,32 @@ void thread_samples(const json& t, ThreadProfile& out, size_t nstacks, const std
             s.weight_ns = one_weight;
         }
     }
+    if (version < 3) return;  // older files know no GIL state nor wait: n/a, none
+    // gil, wait and aggregate: one number for every sample, or a column.
+    auto small_column = [&](const char* name, uint64_t max, const char* what, auto set) {
+        const std::string cp = path + "." + name;
+        const json& j = field(t, name, path);
+        const auto* col = column(j, n, true, cp);
+        auto value = [&](const json& v, const std::string& p) {
+            uint64_t k = 0;
+            if (!as_u64(v, max, k)) bad(p + " must be " + what + got(v));
+            return k;
+        };
+        if (!col) {
+            const uint64_t one = value(j, cp);
+            for (Sample& s : out.samples) set(s, one);
+        } else {
+            for (size_t i = 0; i < n; i++) set(out.samples[i], value((*col)[i], idx(cp, i)));
+        }
+    };
+    small_column("gil", 3, "0 (n/a), 1 (held), 2 (waiting) or 3 (neither)",
+                 [](Sample& s, uint64_t v) { s.gil = static_cast<GilState>(v); });
+    small_column("wait", 4, "0 (none), 1 (sleep), 2 (I/O), 3 (GIL) or 4 (runnable)",
+                 [](Sample& s, uint64_t v) { s.wait = static_cast<WaitReason>(v); });
+    small_column("aggregate", 1, "0 or 1", [](Sample& s, uint64_t v) { s.aggregate = v != 0; });
 }
 
-ProcessProfile process(const json& j, size_t nstacks, const std::string& path, uint32_t& key) {
+ProcessProfile process(const json& j, size_t nstacks, const std::string& path, uint32_t& key, uint64_t version) {
     object(j, path);
     only_fields(j,
                 {"key", "pid", "ns_pid", "comm", "cmdline", "exe", "python", "first_sample_ns", "last_sample_ns",
@@ -386,12 +424,16 @@ ProcessProfile process(const json& j, size_t nstacks, const std::string& path, u
     for (size_t i = 0; i < threads.size(); i++) {
         const std::string tp = idx(p("threads"), i);
         const json& t = object(threads[i], tp);
-        only_fields(t, {"tid", "ns_tid", "name", "ts_ns", "stack", "cpu", "kind", "weight_ns"}, tp);
+        if (version >= 3)
+            only_fields(t, {"tid", "ns_tid", "name", "ts_ns", "stack", "cpu", "kind", "weight_ns", "gil", "wait", "aggregate"},
+                        tp);
+        else
+            only_fields(t, {"tid", "ns_tid", "name", "ts_ns", "stack", "cpu", "kind", "weight_ns"}, tp);
         ThreadProfile th;
         th.tid = u32(field(t, "tid", tp), tp + ".tid");
         th.ns_tid = u32(field(t, "ns_tid", tp), tp + ".ns_tid");
         th.name = str(field(t, "name", tp), tp + ".name");
-        thread_samples(t, th, nstacks, tp);
+        thread_samples(t, th, nstacks, tp, version);
         const uint32_t tid = th.tid;
         if (!pr.threads.emplace(tid, std::move(th)).second)
             bad(tp + ".tid: thread " + std::to_string(tid) + " appears twice in the process");
@@ -460,7 +502,7 @@ void read_profile(const json& root, uint64_t version, Profile& out) {
                     path);
     else
         only_fields(root, {"format", "version", "run", "merged_from", "files", "frames", "stacks", "processes"}, path);
-    out.run = run_info(field(root, "run", path), "run");
+    out.run = run_info(field(root, "run", path), "run", version);
 
     const auto& merged = array(field(root, "merged_from", path), "merged_from");
     for (size_t i = 0; i < merged.size(); i++) {
@@ -469,7 +511,7 @@ void read_profile(const json& root, uint64_t version, Profile& out) {
         only_fields(merged[i], {"labels", "run"}, mp);
         MergedInput m;
         m.labels = labels(field(merged[i], "labels", mp), mp + ".labels");
-        m.run = run_info(field(merged[i], "run", mp), mp + ".run");
+        m.run = run_info(field(merged[i], "run", mp), mp + ".run", version);
         out.merged_from.push_back(std::move(m));
     }
 
@@ -529,7 +571,7 @@ void read_profile(const json& root, uint64_t version, Profile& out) {
     for (size_t i = 0; i < procs.size(); i++) {
         const std::string pp = idx("processes", i);
         uint32_t key = 0;
-        ProcessProfile pr = process(procs[i], out.stacks.size(), pp, key);
+        ProcessProfile pr = process(procs[i], out.stacks.size(), pp, key, version);
         if (!out.processes.emplace(key, std::move(pr)).second)
             bad(pp + ".key: " + std::to_string(key) + " is the key of another process too");
     }

@@ -5,6 +5,10 @@
 // an on-CPU sample, the time waited for an off-CPU one (a thread's off-CPU samples, if any,
 // are in the same profile as its on-CPU ones). startValue and endValue are seconds since
 // the run start, so every profile uses the same time base.
+// In wall mode a thread's off-CPU intervals are samples like the others, ending in their wait
+// leaf ("[sleeping]", "[waiting for the GIL]", ...) and weighing the time waited, so the
+// flame graph and the sandwich view show where time went off CPU too. The "pybpfprof"
+// metadata says the mode, min-block and the on-CPU and off-CPU totals (cpu_ns, off_cpu_ns).
 // Note: speedscope itself lays the samples of a sampled profile out back to back from
 // startValue (it has no per-sample timestamps); the time base is there for tools and for the
 // width of the time-order view (speedscope uses max(endValue - startValue, sum of weights)).
@@ -98,6 +102,10 @@ void write_speedscope(const Profile& prof, const ExportOptions& options, std::os
             {"bpf_loop", run.bpf_loop},
             {"total_samples", prof.total_samples()},
             {"lost", run.lost},
+            {"mode", mode_name(run.mode)},
+            {"min_block_ns", run.min_block_ns},
+            {"cpu_ns", prof.total_weight_ns(SampleKind::Cpu)},
+            {"off_cpu_ns", prof.total_weight_ns(SampleKind::OffCpu)},
         };
         out << "\"pybpfprof\":"
             << meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << ",\n";

@@ -7,7 +7,8 @@
 // container), then the thread ("<name> (tid N)"), then the Python frames, outermost first,
 // each labelled "qualname (file:line)". Identical paths are merged; a frame's width is the
 // summed weight (Sample::weight_ns) of the samples under it, so off-CPU time, when a profile
-// has it, is as wide as the time it stands for. Children are ordered by label (bytewise), so
+// has it, is as wide as the time it stands for, and its wait leaf ("[sleeping]", "[waiting
+// for the GIL]", ...) is drawn in blue, apart from the warm colours of code on CPU. Children are ordered by label (bytewise), so
 // equal profiles give identical files. A frame narrower than 0.1 px is not drawn (nor what
 // is above it); the subtitle says how many were left out.
 //
@@ -167,7 +168,7 @@ std::string samples_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " sa
 
 // ---- the merged tree -------------------------------------------------------------------
 
-enum class Kind : uint8_t { Root, Pod, Process, Thread, Frame, Synthetic };
+enum class Kind : uint8_t { Root, Pod, Process, Thread, Frame, Synthetic, OffCpu };
 
 struct Node {
     uint32_t label = 0;
@@ -237,6 +238,7 @@ std::string color(const Tree& tree, const Node& n) {
         case Kind::Process: r = 160, g = 190, b = 230; break;
         case Kind::Thread: r = 185, g = 210, b = 240; break;
         case Kind::Synthetic: r = 190, g = 190, b = 190; break;
+        case Kind::OffCpu: r = 90, g = 140, b = 225; break;  // flamegraph.pl's "io" blues: time off CPU
         case Kind::Frame: {
             const uint32_t h = fnv1a(tree.label(n.color_key));
             const double v1 = (h & 0xff) / 255.0, v2 = ((h >> 8) & 0xff) / 255.0, v3 = ((h >> 16) & 0xff) / 255.0;
@@ -383,12 +385,12 @@ void SvgExporter::write(const Profile& prof, const ExportOptions& options, std::
     Tree tree;
     // Frame labels and the function name that colors them, once per frame.
     std::vector<uint32_t> frame_label_id(prof.frames.size()), frame_color(prof.frames.size());
-    std::vector<bool> frame_synthetic(prof.frames.size());
+    std::vector<Kind> frame_kind(prof.frames.size());
     for (uint32_t i = 0; i < prof.frames.size(); i++) {
         const Frame& f = prof.frames.at(i);
         frame_label_id[i] = tree.intern(frame_label(f));
         frame_color[i] = tree.intern(f.name.empty() ? std::string("?") : f.name);
-        frame_synthetic[i] = f.synthetic;
+        frame_kind[i] = is_wait_leaf(f) ? Kind::OffCpu : f.synthetic ? Kind::Synthetic : Kind::Frame;
     }
     auto add = [&](uint32_t n, const StackTotal& t) {
         tree.at(n).weight += t.weight_ns();
@@ -414,9 +416,7 @@ void SvgExporter::write(const Profile& prof, const ExportOptions& options, std::
                         add(n = tree.child(n, tree.intern("?"), Kind::Synthetic), total);
                         continue;
                     }
-                    add(n = tree.child(n, frame_label_id[fi], frame_synthetic[fi] ? Kind::Synthetic : Kind::Frame,
-                                       frame_color[fi]),
-                        total);
+                    add(n = tree.child(n, frame_label_id[fi], frame_kind[fi], frame_color[fi]), total);
                 }
             }
         }
