@@ -57,7 +57,7 @@ struct WeightedProfile {
         for (uint64_t k = 0; k < 4; k++) add(10, cold, "cpu_cold", 100 + 11 * k, SampleKind::Cpu, kPeriod);
         add(10, hot, "cpu_hot", 200, SampleKind::Cpu, 6 * kPeriod);
         add(10, wait, "waits", 500, SampleKind::OffCpu, kLongWait);
-        add(10, wait, "waits", 900, SampleKind::OffCpu, kShortWait);
+        add(10, wait, "waits", 950, SampleKind::OffCpu, kShortWait);
         add(20, cold, "cpu_cold", 300, SampleKind::Cpu, kPeriod);
     }
 };

@@ -594,6 +594,7 @@ TEST(HtmlReport, WeightedSamplesWorkInHeadlessChromium) {
     PBP_REQUIRE(report_checker_available(why), why);
     std::string file = test::temp_dir() + "/weighted.html";
     std::ofstream(file) << render_html_report(test::WeightedProfile().profile);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/weighted.html", fs::copy_options::overwrite_existing);
     auto r = check_report(file, {{"functions", {"waits", "cpu_hot"}}, {"search", "cpu_"}, {"min_processes", 2}});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
@@ -617,6 +618,20 @@ TEST(HtmlReport, GilLanesAndUtilisation) {
     EXPECT_EQ(d["procs"][0]["threads"][0]["gil"]["held_ns"], w.held_ns.at(10));
     EXPECT_EQ(d["procs"][0]["threads"][1]["gil"]["waiting_ns"], w.waiting_ns.at(11));
     EXPECT_TRUE(d["procs"][1]["threads"][0]["gil"].is_null());
+    // The timeline spreads an off-CPU interval over the bins it covers: pid 20's thread sleeps
+    // 200-1000 ms, so (50 ms bins) it has weight in every bin from 200 ms on, and still the
+    // run's total.
+    const double fine_ms = d["bins"]["fine_ns"].get<double>() / 1e6;
+    const auto fine = varints(d["procs"][1]["threads"][0]["fine"]);
+    std::set<uint64_t> bins;
+    uint64_t units = 0;
+    for (size_t i = 0, b = 0; i + 2 < fine.size(); i += 3) {  // [bin delta, units, function]
+        b += fine[i] - (i ? 0 : 1);  // the first delta is from bin -1
+        bins.insert(b);
+        units += fine[i + 1];
+    }
+    EXPECT_EQ(units * d["run"]["weight_unit_ns"].get<uint64_t>(), 1'000'000'000u) << "one second of weight";
+    for (double ms = 250; ms < 1000; ms += fine_ms) EXPECT_TRUE(bins.count(static_cast<uint64_t>(ms / fine_ms))) << ms;
 
     std::string why;
     PBP_REQUIRE(report_checker_available(why), why);

@@ -16,7 +16,8 @@
 //  - a call tree of the whole run: node = (parent, function, leaf line or 0); each distinct
 //    sampled stack is one node, numbered by weight (hot stacks get small numbers);
 //  - per thread, "fine" bins (at most kMaxFineBins per run) with the weight and the
-//    hottest leaf function: the timeline;
+//    hottest leaf function: the timeline (an off-CPU interval is spread over the bins of
+//    [ts - weight, ts]; an aggregate one, the sum of many short ones, stays at ts);
 //  - per thread, "cells" (coarse bin, stack, weight), coarse bin = k fine bins: what the
 //    flame graph, the tables and the totals are computed from for any selected time range /
 //    process / thread. k is the smallest that keeps the cells under a budget (max_cells);
@@ -318,6 +319,11 @@ Cells Aggregation::fine_cells(const ThreadProfile& t) const {
         for (uint32_t r : touched) out.push_back({static_cast<uint32_t>(cur), r, count[r]}), count[r] = 0;
         touched.clear();
     };
+    // An off-CPU interval longer than a bin covers [ts - weight, ts]: its units are spread
+    // over the bins it overlaps (cumulative rounding keeps their sum exact), so the timeline
+    // and a selected range show the wait where it happened. The bins before ts's go aside and
+    // are merged in at the end; everything else takes the in-order path.
+    Cells before;
     for_thread_samples(t, [&](const Sample& s) {
         uint32_t r = s.stack < rstack_of_.size() ? rstack_of_[s.stack] : kNone;
         if (r == kNone) return;
@@ -325,10 +331,34 @@ Cells Aggregation::fine_cells(const ThreadProfile& t) const {
         if (b != cur) flush(), cur = b;
         uint32_t u = static_cast<uint32_t>(units(s));
         if (!u) return;
+        if (s.kind == SampleKind::OffCpu && !s.aggregate && s.weight_ns > 0) {
+            const uint64_t end = s.ts_ns > t0_ ? s.ts_ns - t0_ : 0;
+            const uint64_t start = end > s.weight_ns ? end - s.weight_ns : 0;
+            const int64_t first = fine_bin(t0_ + start);
+            uint32_t given = 0;
+            for (int64_t k = first; k < b; k++) {
+                const uint64_t upto = std::min<uint64_t>(end, static_cast<uint64_t>(k + 1) * fine_ns_);
+                const auto cum = static_cast<uint32_t>(std::llround(
+                    static_cast<double>(u) * static_cast<double>(s.weight_ns - (end - upto)) / static_cast<double>(s.weight_ns)));
+                if (cum > given && cum <= u) before.push_back({static_cast<uint32_t>(k), r, cum - given}), given = cum;
+            }
+            u -= given;  // the rest is ts's own bin
+            if (!u) return;
+        }
         if (!count[r]) touched.push_back(r);
         count[r] += u;
     });
     flush();
+    if (!before.empty()) {
+        out.insert(out.end(), before.begin(), before.end());
+        std::sort(out.begin(), out.end(), [](const Cell& a, const Cell& b) { return a.bin != b.bin ? a.bin < b.bin : a.rs < b.rs; });
+        size_t w = 0;
+        for (size_t i = 0; i < out.size(); i++) {
+            if (w && out[w - 1].bin == out[i].bin && out[w - 1].rs == out[i].rs) out[w - 1].count += out[i].count;
+            else out[w++] = out[i];
+        }
+        out.resize(w);
+    }
     return out;
 }
 
