@@ -4,6 +4,8 @@
 // different rates; the run is summed; the CLI reads only pybpfprof's own format and says so.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -459,6 +461,47 @@ TEST(MergeCommand, MergesFilesIntoAnyFormat) {
     auto r3 = test::run({test::pybpfprof_bin(), "merge", a, b, "-o", "-", "-f", "collapsed"});
     ASSERT_EQ(r3.status, 0) << r3.err;
     EXPECT_EQ(r3.out, exported("collapsed", merge_profiles({t.a, t.b}, {}, error)));
+}
+
+// A wall mode profile (its .pbp, as the agent or a saved run gives it) turned into pprof,
+// folded and speedscope by the real command, and each read by its real consumer: go tool
+// pprof's totals per sample type are ours, the speedscope app loads the JSON and the folded
+// file (with its unit line).
+TEST(MergeCommand, WallProfileToEveryFormatReadByItsConsumer) {
+    test::WallProfile w;
+    Files f;
+    const std::string in = f.put("wall.pbp", w.profile);
+    for (const char* out : {"wall.pb.gz", "wall.folded", "wall.json"}) {
+        auto r = test::run({test::pybpfprof_bin(), "merge", in, "-o", f.dir + "/" + out, "--no-summary"});
+        ASSERT_EQ(r.status, 0) << r.err;
+    }
+    const std::string folded = test::read_file(f.dir + "/wall.folded");
+    EXPECT_EQ(folded.rfind("# pybpfprof folded stacks: values in nanoseconds (mode wall, on-CPU and off-CPU time)\n", 0), 0u)
+        << folded;
+    const int64_t cpu = static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::Cpu));
+    const int64_t off = static_cast<int64_t>(w.profile.total_weight_ns(SampleKind::OffCpu));
+    if (test::have_go()) {
+        auto r = test::go_pprof({"-raw"}, f.dir + "/wall.pb.gz");
+        ASSERT_EQ(r.status, 0) << r.err;
+        auto raw = test::parse_go_raw(r.out);
+        EXPECT_EQ(raw.sample_types, (std::vector<std::string>{"samples/count", "wall/nanoseconds[dflt]", "cpu/nanoseconds",
+                                                              "off_cpu/nanoseconds"}));
+        EXPECT_EQ(raw.total(0), static_cast<int64_t>(w.total_samples));
+        EXPECT_EQ(raw.total(1), cpu + off);
+        EXPECT_EQ(raw.total(2), cpu);
+        EXPECT_EQ(raw.total(3), off);
+    }
+    const std::string js = test::source_dir() + "/tests/js";
+    if (access((js + "/node_modules/speedscope").c_str(), F_OK) == 0 && access("/usr/bin/chromium", X_OK) == 0) {
+        auto j = test::run({"node", js + "/check_speedscope.mjs", "--expect-frame", "[waiting for the GIL]", f.dir + "/wall.json"},
+                           300);
+        EXPECT_EQ(j.status, 0) << j.out << j.err;
+        auto c = test::run({"node", js + "/check_speedscope.mjs", f.dir + "/wall.folded"}, 300);
+        EXPECT_EQ(c.status, 0) << c.out << c.err;
+        EXPECT_NE(c.out.find("ok " + f.dir + "/wall.folded: "), std::string::npos) << c.out;
+        // The lines the importer takes (/^(.*) (\\d+)$/, the unit line is not one) add up to ours.
+        EXPECT_NE(c.out.find(std::to_string(cpu + off) + " samples"), std::string::npos) << c.out;
+    }
 }
 
 TEST(MergeCommand, BadInputIsOneLineAndExitTwo) {
