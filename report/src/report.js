@@ -460,7 +460,7 @@
       const perPod = pods.map(pod => pod.procs.reduce((a, i) => a + current.perProc[i], 0));
       const order = pods.map(p => p.index).sort((a, b) => perPod[b] - perPod[a] || (pods[a].key < pods[b].key ? -1 : 1));
       const head = el('tr', null, el('th', { text: 'Pod' }), el('th', { text: 'Containers' }),
-        el('th', { class: 'num', text: 'Processes' }), el('th', { class: 'num', text: 'CPU time' }), el('th', { class: 'num', text: 'Share' }));
+        el('th', { class: 'num', text: 'Processes' }), el('th', { class: 'num', text: timeHeading }), el('th', { class: 'num', text: 'Share' }));
       const body = el('tbody');
       for (const i of order) {
         const pod = pods[i];
@@ -478,7 +478,7 @@
     const shown = state.pod >= 0 ? pods[state.pod].procs : procs.map(p => p.index);
     const order = shown.slice().sort((a, b) => current.perProc[b] - current.perProc[a] || procs[a].pid - procs[b].pid);
     const whereCol = procs.some(p => whereOf(p));
-    const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: 'CPU time' }),
+    const head = el('tr', null, el('th', { text: 'PID' }), el('th', { text: 'Command' }), el('th', { class: 'num', text: timeHeading }),
       ...(whereCol ? [el('th', { text: procs.some(p => mergeLabelsOf(p).length || hostOf(p)) ? 'Where' : 'Pod / container' })] : []),
       el('th', { class: 'num', text: 'Share' }), el('th', { class: 'num', text: 'Threads' }),
       ...(anyGil ? [el('th', { class: 'num', text: 'GIL held', title: 'the time its threads held the GIL over its wall time' })] : []),
@@ -507,7 +507,7 @@
       : state.pod >= 0 ? pods[state.pod].procs.flatMap(i => procs[i].threadIdx) : threads.map(t => t.index);
     list.sort((a, b) => current.perThread[b] - current.perThread[a] || threads[a].tid - threads[b].tid);
     const thead = el('tr', null, el('th', { text: 'TID' }), el('th', { text: 'Name' }), el('th', { text: 'Process' }),
-      el('th', { class: 'num', text: 'CPU time' }), el('th', { class: 'num', text: 'Share' }));
+      el('th', { class: 'num', text: timeHeading }), el('th', { class: 'num', text: 'Share' }));
     const tbody = el('tbody');
     for (const i of list.slice(0, 300)) {
       const t = threads[i], v = current.perThread[i];
@@ -624,8 +624,12 @@
     brushG.on('dblclick', () => setRange(null));
     showBrush();
     const legend = document.getElementById('timeline-legend');
-    legend.replaceChildren(...hotFns.map(f => el('span', { class: 'key' },
-      el('i', { style: `background:${fnColor.get(f)}` }), fnName[f])), el('span', { class: 'key' }, el('i', { style: `background:${OTHER}` }), 'other'),
+    // The wait leaves share one colour and one key.
+    const waits = hotFns.filter(f => isWaitLeaf(fnName[f]));
+    legend.replaceChildren(...hotFns.filter(f => !isWaitLeaf(fnName[f])).map(f => el('span', { class: 'key' },
+      el('i', { style: `background:${fnColor.get(f)}` }), fnName[f])),
+    ...(waits.length ? [el('span', { class: 'key', title: waits.map(f => fnName[f]).join(', ') }, el('i', { style: `background:${OFF_CPU_COLOR}` }), 'off CPU (waiting)')] : []),
+    el('span', { class: 'key' }, el('i', { style: `background:${OTHER}` }), 'other'),
     el('span', { class: 'muted', text: ` · bin ${fmtSec(fineS)}${K > 1 ? `, selections snap to ${fmtSec(coarseS)}` : ''}` +
       (byThread ? '' : ' · one row per process (too many threads for one row each)') }));
   }
@@ -932,6 +936,8 @@
       el('span', { class: 'muted', text: ` · share of each ${fmtSec(fineS)} bin` +
         (gilThreads.length > 64 ? ` · the first 64 of ${gilThreads.length} threads` : '') }));
   }
+  // With off-CPU intervals (wall mode) the tables' times are wall time, not CPU time.
+  const timeHeading = run.mode === 'wall' || run.off_cpu_ns ? 'Time' : 'CPU time';
   const gilText = p => p.gil ? fmtPct(100 * p.gil.share) : 'n/a';
 
   function renderSummary() {
