@@ -438,6 +438,31 @@ TEST(HtmlReport, HourLongHundredProcessRunStaysUnder20MB) {
     if (const char* keep = getenv("PBP_REPORT_KEEP")) std::ofstream(std::string(keep) + "/large.html") << html;
 }
 
+// The same run with a GIL state on every sample (varying from sample to sample, the worst
+// case for the lanes' run-length encoding): the GIL lanes of all 300 threads fit too, and
+// the report stays under 20 MB with every sample in its cells.
+TEST(HtmlReport, HourLongRunWithGilLanesStaysUnder20MB) {
+    Profile p = large_profile(100, 3600);
+    uint64_t k = 0;
+    for (auto& [_, pr] : p.processes)
+        for (auto& [__, t] : pr.threads)
+            for (Sample& s : t.samples) s.gil = (++k * 2654435761u >> 7) % 3 ? GilState::Held : GilState::Waiting;
+    HtmlReportStats st;
+    std::string html = render_html_report(p, {}, {}, &st);
+    EXPECT_LT(html.size(), 20'000'000u);
+    json d = embedded_data(html);
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(decode(d).total, p.total_samples());
+    size_t lanes = 0, bytes = 0;
+    for (const auto& pr : d["procs"]) {
+        EXPECT_TRUE(pr["gil"].is_object());
+        for (const auto& t : pr["threads"])
+            if (t["gil"].is_object()) lanes++, bytes += t["gil"]["held"].get<std::string>().size() + t["gil"]["waiting"].get<std::string>().size();
+    }
+    EXPECT_EQ(lanes, 300u);
+    std::cout << "[ report   ] " << html.size() << " bytes with GIL lanes (" << bytes << " bytes of lanes), " << st.note << "\n";
+}
+
 // Under a tight budget the report degrades (coarser selection steps, then merged lines,
 // then merged cold stacks) but stays complete and within the limit.
 TEST(HtmlReport, TightBudgetsDegradeGracefully) {
