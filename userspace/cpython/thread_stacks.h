@@ -29,8 +29,9 @@ struct ThreadStack {
     uint64_t thread_id = 0;  // PyThreadState.thread_id (pthread_self())
     uint64_t tstate = 0;     // address of the PyThreadState
     uint64_t interp = 0;     // address of its PyInterpreterState
-    // A thread that entered several interpreters (3.12+) has a thread state in each; the one
-    // in use is active (BPF's choice). Always true where that is not known (before 3.12).
+    // PyThreadState._status.active (3.12+): attached, i.e. running Python (a thread blocked in
+    // a call that released the GIL is not). A thread that entered several interpreters has a
+    // thread state in each; BPF takes the active one. Always true where not known (< 3.12).
     bool active = true;
     std::vector<pbp_frame> frames;  // leaf (innermost) first, like pbp_stack
     uint16_t flags = 0;             // PBP_F_TRUNCATED, PBP_F_PARTIAL
