@@ -17,12 +17,12 @@ constexpr uint64_t kStart = 7'000'000'000ULL;
 constexpr uint64_t kPeriod = 10'000'000;  // 100 Hz
 
 // One process, one thread; samples added one by one with their kind, weight and GIL state.
-struct Run {
+struct OneThread {
     Profile p;
     uint32_t stack = 0, leaf_sleep = 0;
     uint64_t ts = kStart;
 
-    explicit Run(ProfileMode mode, uint64_t min_block_ns = 0) {
+    explicit OneThread(ProfileMode mode, uint64_t min_block_ns = 0) {
         p.run.target = "pid 4242";
         p.run.start_mono_ns = kStart;
         p.run.end_mono_ns = kStart + 10'000'000'000ULL;
@@ -66,7 +66,7 @@ TEST(RunSummary, CpuModeSaysTheOnCpuTimeAndThatOffCpuIsNotSampled) {
 }
 
 TEST(RunSummary, WallModeSumsWeightsByKindAndNamesTheMinBlock) {
-    Run r(ProfileMode::Wall, 2'000'000);
+    OneThread r(ProfileMode::Wall, 2'000'000);
     r.cpu(150);                       // 1.5 s on CPU
     r.off(6'000'000'000);             // one long interval: 6 s
     r.off(1'234'567'890);             // 1.234567890 s
@@ -89,14 +89,14 @@ TEST(RunSummary, MinBlockIsWrittenAsTheUserWouldWriteIt) {
     for (auto [ns, says] : std::vector<std::pair<uint64_t, std::string>>{
              {10'000, "10 us"}, {500'000, "500 us"}, {1'000'000, "1 ms"}, {2'500'000, "2.5 ms"},
              {250'000'000, "250 ms"}, {1'000'000'000, "1 s"}}) {
-        Run r(ProfileMode::Wall, ns);
+        OneThread r(ProfileMode::Wall, ns);
         r.off(5'000'000);
         EXPECT_NE(mode_lines(mode_totals(r.p)).find("the " + says + " --min-block"), std::string::npos) << says;
     }
 }
 
 TEST(RunSummary, GilModeSaysWhatWasKept) {
-    Run r(ProfileMode::Gil);
+    OneThread r(ProfileMode::Gil);
     r.cpu(42, GilState::Held);
     const std::string text = mode_lines(mode_totals(r.p));
     EXPECT_EQ(text,
@@ -105,7 +105,7 @@ TEST(RunSummary, GilModeSaysWhatWasKept) {
 }
 
 TEST(RunSummary, GilStatesAreSummedByWeightWhenAnyIsKnown) {
-    Run r(ProfileMode::Wall, 1'000'000);
+    OneThread r(ProfileMode::Wall, 1'000'000);
     r.cpu(30, GilState::Held);
     r.cpu(10, GilState::Neither);
     r.off(250'000'000, false, GilState::Waiting, WaitReason::Gil);
@@ -121,14 +121,14 @@ TEST(RunSummary, GilStatesAreSummedByWeightWhenAnyIsKnown) {
               std::string::npos)
         << text;
     // A free-threaded build: every state n/a, so no GIL line at all (never a guess).
-    Run ft(ProfileMode::Wall, 1'000'000);
+    OneThread ft(ProfileMode::Wall, 1'000'000);
     ft.cpu(10);
     ft.off(10'000'000);
     EXPECT_EQ(mode_lines(mode_totals(ft.p)).find("GIL"), std::string::npos);
 }
 
 TEST(RunSummary, ModeTotalsCrossTheAgentsJsonUnchanged) {
-    Run r(ProfileMode::Wall, 500'000);
+    OneThread r(ProfileMode::Wall, 500'000);
     r.cpu(3, GilState::Held);
     r.off(7'000'000, false, GilState::Waiting, WaitReason::Gil);
     r.off(600'000, true, GilState::Neither);
