@@ -654,9 +654,12 @@ class AgentApi(Helpers):
         self.assertEqual((p.mode, p.min_block), ("wall", 0.0025))
         self.assertEqual(p.summary["mode"], "wall", p.summary)
         self.assertEqual(p.summary["min_block_ns"], 2500000, p.summary)
-        self.assertGreater(p.on_cpu, 1.0, p.summary)
-        self.assertIsNotNone(p.off_cpu)
-        self.assert_hot_in_result(p)
+        # Times, not counts: on CPU at most the one busy thread's wall time (the machine may
+        # be loaded: how much the loop got is not the point here).
+        self.assertGreater(p.on_cpu, 0, p.summary)
+        self.assertLess(p.on_cpu, p.duration + 0.1, p.summary)
+        self.assertGreaterEqual(p.off_cpu, 0, p.summary)
+        self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
 
     def test_gil_mode_through_the_agent(self):
         with pybpfprof.profile(out("gil.json"), mode="gil") as p:
@@ -873,10 +876,13 @@ class RootDirect(Helpers):
             time.sleep(0.5)
         self.assertEqual(p.summary["mode"], "wall", p.result.log)
         self.assertEqual(p.summary["min_block_ns"], 2500000)
-        self.assertGreater(p.on_cpu, 1.0, p.result.log)
-        self.assertIsNotNone(p.off_cpu)
-        self.assertIn("  mode wall: ", p.result.log)
-        self.assert_hot_in_result(p)
+        self.assertGreater(p.on_cpu, 0, p.result.log)
+        self.assertLess(p.on_cpu, p.duration + 0.1, p.result.log)
+        self.assertGreaterEqual(p.off_cpu, 0, p.result.log)
+        # What the binary printed is what the result holds.
+        self.assertIn("  mode wall: %.3f s on CPU, %.3f s off CPU" % (p.on_cpu, p.off_cpu), p.result.log)
+        self.assertIn("than the 2.5 ms --min-block", p.result.log)
+        self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
 
     def test_profile_of_its_children(self):
         path = out("root-children.json")
