@@ -2,30 +2,82 @@
 /* The GIL, as BPF reads it: whether the sampled thread holds its interpreter's GIL, and
  * whether a thread being switched out is blocked waiting for it.
  *
- * Integration seam (round 2, issue 15): the layout work fills these in from
- * pbp_py_offsets; until it lands both answer "not known". */
+ * Where the GIL's struct is comes from userspace/cpython (pbp_py_offsets.gil_*): at a fixed
+ * address in _PyRuntime (3.7 .. 3.11, pbp_proc.gil_addr) or through a pointer in the
+ * interpreter (3.12+, one GIL per interpreter). 3.6 and free-threaded builds: not known. */
 #ifndef __PYBPFPROF_GIL_BPF_H__
 #define __PYBPFPROF_GIL_BPF_H__
 
+#include <bpf/bpf_core_read.h>
+
 #include "util.bpf.h"
 
+/* x86_64 __NR_futex: glibc's pthread_cond_wait and contended pthread_mutex_lock sleep in it. */
+#define PBP_NR_FUTEX 202
+/* x86_64 THREAD_SIZE without KASAN (16 KiB): where the user registers sit on a task's kernel
+ * stack, for kernels without bpf_task_pt_regs (before 5.15). */
+#define PBP_THREAD_SIZE (16u << 10)
+
+/* The GIL struct's address for a thread of interpreter interp (0 when not known). */
+static __always_inline __u64 gil_address(const struct pbp_proc *proc, __u64 interp)
+{
+	if (proc->off.gil_where == PBP_GIL_WHERE_ADDR)
+		return proc->gil_addr;
+	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP && interp)
+		return rd_u64(interp + proc->off.interp_gil_ptr);
+	return 0;
+}
+
 /* enum pbp_gil of the thread whose PyThreadState is tstate (in interpreter interp), on CPU:
- * HELD, NEITHER, or NA when the layout is unknown or the build is free-threaded. */
+ * HELD, NEITHER, or NA when the layout is unknown or the build is free-threaded. One read of
+ * the struct's first PBP_GIL_WINDOW bytes (two reads through the interpreter's pointer). */
 static __always_inline __u8 gil_state_on_cpu(const struct pbp_proc *proc, __u64 interp, __u64 tstate)
 {
-	(void)proc;
-	(void)interp;
-	(void)tstate;
-	return PBP_GIL_NA;
+	__u64 gil = gil_address(proc, interp);
+	if (!gil || !tstate)
+		return PBP_GIL_NA;
+	__u8 w[PBP_GIL_WINDOW];
+	if (bpf_probe_read_user(w, sizeof(w), (const void *)gil))
+		return PBP_GIL_NA;
+	/* Offsets checked by userspace (finalize_bpf_offsets); the masks bound them for the verifier. */
+	__s32 locked = *(const __s32 *)(w + (proc->off.gil_locked & (PBP_GIL_WINDOW - 4)));
+	__u64 holder = *(const __u64 *)(w + (proc->off.gil_last_holder & (PBP_GIL_WINDOW - 8)));
+	if (locked < 0) /* not created yet */
+		return PBP_GIL_NA;
+	return locked && holder == tstate ? PBP_GIL_HELD : PBP_GIL_NEITHER;
 }
 
 /* Called in sched_switch for prev (the current task, being switched out asleep): 1 when it is
- * blocked in a futex on the GIL's mutex or condition variable (take_gil), else 0. */
+ * blocked in a futex on the GIL's mutex or condition variable (take_gil), else 0.
+ * Sub-interpreters with their own GIL (3.12+) are not seen: the main interpreter's GIL is the
+ * one compared with. The futex syscall number is checked first, so a thread asleep in
+ * anything else costs one kernel read. */
 static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, struct task_struct *prev)
 {
-	(void)proc;
-	(void)prev;
-	return 0;
+	if (proc->off.gil_where == PBP_GIL_WHERE_NONE)
+		return 0;
+	struct pt_regs *regs;
+	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	} else {
+		/* task_pt_regs(): the user registers are the top of the task's kernel stack (x86_64
+		 * has no TOP_OF_KERNEL_STACK_PADDING). */
+		void *stack = BPF_CORE_READ(prev, stack);
+		if (!stack)
+			return 0;
+		regs = (struct pt_regs *)((__u8 *)stack + PBP_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+	}
+	if (!regs)
+		return 0;
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr != PBP_NR_FUTEX)
+		return 0;
+	__u64 uaddr = BPF_CORE_READ(regs, di);
+	__u64 interp = 0;
+	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP)
+		interp = rd_u64(proc->interp_head_addr);
+	__u64 gil = gil_address(proc, interp);
+	return gil && uaddr - gil < proc->off.gil_size;
 }
 
 #endif /* __PYBPFPROF_GIL_BPF_H__ */

@@ -53,6 +53,16 @@ enum pbp_instr_kind {
 
 #define PBP_OFF_NONE 0xffff
 
+/* Where a process's GIL (struct _gil_runtime_state) is. */
+enum pbp_gil_where {
+	PBP_GIL_WHERE_NONE = 0,   /* not known (3.6, free-threaded builds): every sample is GIL n/a */
+	PBP_GIL_WHERE_ADDR = 1,   /* 3.7 .. 3.11: embedded in _PyRuntime (ceval.gil), at pbp_proc.gil_addr */
+	PBP_GIL_WHERE_INTERP = 2, /* 3.12+: PyInterpreterState.ceval.gil points to it (per interpreter) */
+};
+/* Bytes BPF reads from the start of the GIL struct: gil_locked and gil_last_holder lie within.
+ * A power of two, so a mask bounds the offsets for the verifier. */
+#define PBP_GIL_WINDOW 32
+
 struct pbp_py_offsets {
 	__u32 py_version_hex;     /* PY_VERSION_HEX of the interpreter */
 	__u8 frame_kind;          /* enum pbp_frame_kind */
@@ -124,6 +134,21 @@ struct pbp_py_offsets {
 	 * has changed hands and the walk may reuse the checksums it took (see code_cache in BPF). */
 	__u16 interp_code_gen;
 	__u16 _pad1;
+	/* PyThreadState.native_thread_id (3.11+: the thread's kernel tid, as the process sees it),
+	 * else PBP_OFF_NONE. Not read by BPF (it knows the tid): userspace reads it to name the
+	 * thread of a stack it read itself (userspace/cpython/thread_stacks.h). */
+	__u16 tstate_native_thread_id;
+
+	/* The GIL (bpf/gil.bpf.h): a sample holds it when locked and last_holder is its thread
+	 * state; a thread switched out in a futex on an address inside the struct waits for it
+	 * (take_gil sleeps on its cond and mutex). */
+	__u8 gil_where;           /* enum pbp_gil_where */
+	__u8 _pad2;
+	__u16 interp_gil_ptr;     /* PyInterpreterState.ceval.gil (PBP_GIL_WHERE_INTERP), else PBP_OFF_NONE */
+	__u16 gil_locked;         /* int locked (-1 before the GIL is created) */
+	__u16 gil_last_holder;    /* PyThreadState *last_holder */
+	__u16 gil_size;           /* sizeof(struct _gil_runtime_state) */
+	__u16 _pad3;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24
@@ -135,6 +160,7 @@ struct pbp_proc {
 	struct pbp_py_offsets off;
 	__u64 interp_head_addr;   /* address of the pointer to the first PyInterpreterState */
 	__u64 code_type_addr;     /* &PyCode_Type in the target, 0 = no type check */
+	__u64 gil_addr;           /* PBP_GIL_WHERE_ADDR: the GIL struct's address, else 0 */
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
 };

@@ -165,6 +165,35 @@ else:
     check(sys.version_info < (3, 14) or sys.version_info >= (3, 16),
           "3.14/3.15 without interp_code_gen")
 
+# ---- the GIL -------------------------------------------------------------------------------
+# During a ctypes call (which releases the GIL; the other threads wait on an Event) locked
+# reads 0. Back in Python this thread holds it again: locked == 1 and last_holder is its
+# thread state. (Not before the call: in 3.7 .. 3.11 creating the subinterpreter above swaps
+# thread states without releasing the shared GIL, which leaves last_holder naming the
+# subinterpreter's state until the next take_gil.) Free-threaded builds and 3.6 have no GIL
+# location.
+GIL_WHERE_NONE, GIL_WHERE_ADDR, GIL_WHERE_INTERP = 0, 1, 2
+gw = B["gil_where"]
+if gw == GIL_WHERE_NONE:
+    check(ft or sys.version_info < (3, 7), "no GIL location for a default build >= 3.7")
+else:
+    check(not ft, "a GIL location for a free-threaded build")
+    if gw == GIL_WHERE_ADDR:
+        check(L["runtime_gil"] is not None, "gil_where ADDR without runtime_gil")
+        gil = ctypes.addressof(ctypes.c_char.in_dll(api, "_PyRuntime")) + (L["runtime_gil"] or 0)
+    else:
+        gil = u64(cfunc("PyInterpreterState_Get", VP)() + B["interp_gil_ptr"])
+    check(gil != 0, "GIL address is NULL")
+    if gil:
+        libc = ctypes.CDLL(None)
+        libc.memcpy.restype = VP
+        libc.memcpy.argtypes = [VP, VP, ctypes.c_size_t]
+        seen = ctypes.c_int(7)
+        libc.memcpy(ctypes.addressof(seen), gil + B["gil_locked"], 4)
+        eq("gil.locked during a ctypes call (released)", seen.value, 0)
+        eq("gil.locked (held by this thread)", i32(gil + B["gil_locked"]), 1)
+        eq("gil.last_holder", u64(gil + B["gil_last_holder"]), cur)
+
 # ---- frames -------------------------------------------------------------------------------
 code_type = id(types.CodeType)
 tag_mask = B["executable_tag_mask"]

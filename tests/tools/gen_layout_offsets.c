@@ -21,6 +21,11 @@
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_code.h"
 #endif
+#if PY_VERSION_HEX >= 0x03080000
+#include "internal/pycore_gil.h"
+#elif PY_VERSION_HEX >= 0x03070000
+#include "internal/gil.h"
+#endif
 
 #define P(name, expr) printf("%-28s %zu\n", name, (size_t)(expr))
 #define O(name, type, field) P(name, offsetof(type, field))
@@ -56,6 +61,21 @@ int main(void)
 #endif
 #if PY_VERSION_HEX >= 0x030F0000
 	O("dbg.heap_type_object", _Py_DebugOffsets, heap_type_object);
+#endif
+	/* The GIL (gil.bpf.h): 3.7-3.11 embedded in _PyRuntime.ceval, 3.12+ a pointer in the
+	 * interpreter (3.13+ also in _Py_DebugOffsets, interpreter-relative). */
+#if PY_VERSION_HEX >= 0x03070000
+#if PY_VERSION_HEX >= 0x030C0000
+	O("interp.ceval.gil", PyInterpreterState, ceval.gil);
+	O("interp._gil", PyInterpreterState, _gil);
+#else
+	O("runtime.ceval.gil", _PyRuntimeState, ceval.gil);
+#endif
+	O("gil.last_holder", struct _gil_runtime_state, last_holder);
+	O("gil.locked", struct _gil_runtime_state, locked);
+	O("gil.cond", struct _gil_runtime_state, cond);
+	O("gil.mutex", struct _gil_runtime_state, mutex);
+	P("sizeof(gil)", sizeof(struct _gil_runtime_state));
 #endif
 	O("interp.next", PyInterpreterState, next);
 #if PY_VERSION_HEX >= 0x030B0000 /* struct pythreads appeared in 3.11 */

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cpython/gil.h"
 #include "cpython/layout.h"
 #include "cpython/linetable.h"
 #include "cpython/policy.h"
@@ -76,6 +77,11 @@ std::string layout_json(const Layout& l) {
         s << *l.runtime_interp_head;
     else
         s << "null";
+    s << ",\"runtime_gil\":";
+    if (l.runtime_gil)
+        s << *l.runtime_gil;
+    else
+        s << "null";
     s << ",\"bpf\":{"
       << "\"py_version_hex\":" << o.py_version_hex << ",\"frame_kind\":" << int(o.frame_kind)
       << ",\"instr_kind\":" << int(o.instr_kind) << ",\"free_threaded\":" << int(o.free_threaded)
@@ -94,7 +100,10 @@ std::string layout_json(const Layout& l) {
       << ",\"csum_off\":[" << o.csum_off[0] << "," << o.csum_off[1] << "," << o.csum_off[2] << ","
       << o.csum_off[3] << "],\"csum_size\":[" << int(o.csum_size[0]) << "," << int(o.csum_size[1])
       << "," << int(o.csum_size[2]) << "," << int(o.csum_size[3])
-      << "],\"skip_owner_mask\":" << o.skip_owner_mask << "},\"obj\":{"
+      << "],\"skip_owner_mask\":" << o.skip_owner_mask << ",\"gil_where\":" << int(o.gil_where)
+      << ",\"interp_gil_ptr\":" << o.interp_gil_ptr << ",\"gil_locked\":" << o.gil_locked
+      << ",\"gil_last_holder\":" << o.gil_last_holder << ",\"gil_size\":" << o.gil_size
+      << "},\"obj\":{"
       << "\"co_filename\":" << b.co_filename << ",\"co_name\":" << b.co_name
       << ",\"co_qualname\":" << b.co_qualname << ",\"co_firstlineno\":" << b.co_firstlineno
       << ",\"co_linetable\":" << b.co_linetable << ",\"bytes_size\":" << b.bytes_size
@@ -278,6 +287,65 @@ TEST(LayoutBuiltin, PerVersionEssentials) {
         EXPECT_TRUE(finalize_bpf_offsets(copy, err)) << err;
         EXPECT_EQ(std::memcmp(&copy, &o, sizeof o), 0) << "finalize must be idempotent";
     }
+}
+
+// The GIL of the built-in tables (gen_layout_offsets.sh): in _PyRuntime.ceval.gil for 3.7 ..
+// 3.11, a pointer in the interpreter for 3.12, nowhere for 3.6 (static variables).
+TEST(LayoutBuiltin, Gil) {
+    const struct {
+        uint32_t hex;
+        int where;
+        int64_t runtime_gil, interp_ptr;
+    } wants[] = {
+        {0x030610F0, PBP_GIL_WHERE_NONE, -1, PBP_OFF_NONE},
+        {0x030710F0, PBP_GIL_WHERE_ADDR, 1264, PBP_OFF_NONE},
+        {0x030812F0, PBP_GIL_WHERE_ADDR, 1152, PBP_OFF_NONE},
+        {0x030912F0, PBP_GIL_WHERE_ADDR, 352, PBP_OFF_NONE},
+        {0x030A0DF0, PBP_GIL_WHERE_ADDR, 352, PBP_OFF_NONE},
+        {0x030B07F0, PBP_GIL_WHERE_ADDR, 360, PBP_OFF_NONE},
+        {0x030C01F0, PBP_GIL_WHERE_INTERP, -1, 384},
+    };
+    for (auto& w : wants) {
+        auto l = builtin_layout(Version::from_hex(w.hex), false);
+        ASSERT_TRUE(l);
+        SCOPED_TRACE(l->source);
+        EXPECT_EQ(l->bpf.gil_where, w.where);
+        EXPECT_EQ(l->runtime_gil ? int64_t(*l->runtime_gil) : -1, w.runtime_gil);
+        EXPECT_EQ(l->bpf.interp_gil_ptr, w.interp_ptr);
+        if (w.where == PBP_GIL_WHERE_NONE) {
+            EXPECT_EQ(l->bpf.gil_size, 0);
+            EXPECT_EQ(gil_fixed_address(*l, 0x1000), 0u);
+            continue;
+        }
+        EXPECT_EQ(l->bpf.gil_last_holder, 8);
+        EXPECT_EQ(l->bpf.gil_locked, 16);
+        EXPECT_EQ(l->bpf.gil_size, 208);
+        EXPECT_EQ(gil_fixed_address(*l, 0x1000), w.runtime_gil >= 0 ? 0x1000u + w.runtime_gil : 0u);
+        EXPECT_EQ(gil_fixed_address(*l, 0), 0u);  // no _PyRuntime found
+    }
+}
+
+// A bad GIL description fails finalize (it would make BPF read outside its window).
+TEST(LayoutBuiltin, GilFinalizeChecks) {
+    auto l = builtin_layout(Version::from_hex(0x030B07F0), false);
+    ASSERT_TRUE(l);
+    std::string err;
+    auto o = l->bpf;
+    o.gil_locked = PBP_GIL_WINDOW;
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    o = l->bpf;
+    o.gil_last_holder = 12;  // misaligned
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    o = l->bpf;
+    o.gil_size = 8;
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    o = l->bpf;
+    o.gil_where = PBP_GIL_WHERE_INTERP;  // without the pointer's offset
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    o.interp_gil_ptr = 384;
+    EXPECT_TRUE(finalize_bpf_offsets(o, err)) << err;
+    o.gil_where = 3;
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
 }
 
 TEST(LayoutBuiltin, ReadLengthsAreExact) {
@@ -576,6 +644,13 @@ std::map<std::string, uint64_t> plausible(int minor, bool ft) {
         m["code_object.co_tlbc"] = ft ? 224 : 0;
     }
     if (minor >= 15) m["unicode_object.compactunicodeobject_size"] = ft ? 72 : 56;
+    // The GIL, interpreter-relative: ceval.gil @16, _gil @7752/7784/7736 (3.13/3.14/3.15),
+    // last_holder and locked 8 and 16 bytes into it.
+    const uint64_t gil = minor == 13 ? 7752 : minor == 14 ? 7784 : 7736;
+    m["interpreter_state.ceval_gil"] = 16;
+    m["interpreter_state.gil_runtime_state"] = gil;
+    m["interpreter_state.gil_runtime_state_holder"] = gil + 8;
+    m["interpreter_state.gil_runtime_state_locked"] = gil + 16;
     return m;
 }
 
@@ -681,6 +756,37 @@ TEST(LayoutDebugOffsets, Decodes315) {
     EXPECT_EQ(l->obj.unicode_compact_size, 60);
     EXPECT_EQ(l->bpf.skip_owner_mask, (1u << 3) | (1u << 4));
     EXPECT_EQ(l->bpf.interp_code_gen, 7944);
+}
+
+// 3.13+: the GIL through interp->ceval.gil, its fields relative to the struct; free-threaded
+// builds and implausible values leave it unknown (samples say n/a) without failing the layout.
+TEST(LayoutDebugOffsets, Gil) {
+    for (int minor : {13, 14, 15}) {
+        SCOPED_TRACE(minor);
+        const uint32_t hex = 0x03000000u | (uint32_t(minor) << 16) | 0x01F0;
+        std::string err, warn;
+        auto s = synth(minor, hex, false, plausible(minor, false));
+        auto l = layout_from_debug_offsets(s.bytes, err, warn);
+        ASSERT_TRUE(l) << err;
+        expect_fields(*l, {{"/bpf/gil_where", PBP_GIL_WHERE_INTERP}, {"/bpf/interp_gil_ptr", 16},
+                           {"/bpf/gil_last_holder", 8}, {"/bpf/gil_locked", 16}, {"/bpf/gil_size", 208}});
+        EXPECT_FALSE(l->runtime_gil);
+
+        auto sft = synth(minor, hex, true, plausible(minor, true));
+        auto lft = layout_from_debug_offsets(sft.bytes, err, warn);
+        ASSERT_TRUE(lft) << err;
+        EXPECT_EQ(lft->bpf.gil_where, PBP_GIL_WHERE_NONE);
+
+        for (const char* bad : {"interpreter_state.ceval_gil", "interpreter_state.gil_runtime_state_locked",
+                                "interpreter_state.gil_runtime_state"}) {
+            auto vals = plausible(minor, false);
+            vals[bad] = 200000;  // outside the interpreter state / the GIL's first bytes
+            auto sb = synth(minor, hex, false, vals);
+            auto lb = layout_from_debug_offsets(sb.bytes, err, warn);
+            ASSERT_TRUE(lb) << bad << ": " << err;
+            EXPECT_EQ(lb->bpf.gil_where, PBP_GIL_WHERE_NONE) << bad;
+        }
+    }
 }
 
 TEST(LayoutDebugOffsets, RejectsBadCookie) {

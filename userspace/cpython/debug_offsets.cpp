@@ -253,8 +253,11 @@ struct Decoded {
     uint64_t version = 0, free_threaded = 0;
     uint64_t runtime_size = 0, interpreters_head = 0;
     uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0, interp_code_gen = 0;
+    // the GIL: ceval.gil (a pointer), and the interpreter's own _gil and its fields, all
+    // offsets inside PyInterpreterState
+    uint64_t interp_ceval_gil = 0, interp_gil = 0, interp_gil_locked = 0, interp_gil_holder = 0;
     uint64_t tstate_size = 0, tstate_next = 0, tstate_current_frame = 0, tstate_thread_id = 0,
-             tstate_status = 0;
+             tstate_native_thread_id = 0, tstate_status = 0;
     uint64_t frame_size = 0, frame_previous = 0, frame_executable = 0, frame_instr_ptr = 0,
              frame_owner = 0, frame_tlbc_index = 0;
     uint64_t code_size = 0, co_filename = 0, co_name = 0, co_qualname = 0, co_linetable = 0,
@@ -275,10 +278,15 @@ template <typename D> Decoded decode(const D& d) {
     r.interp_size = d.interpreter_state.size;
     r.interp_next = d.interpreter_state.next;
     r.interp_threads_head = d.interpreter_state.threads_head;
+    r.interp_ceval_gil = d.interpreter_state.ceval_gil;
+    r.interp_gil = d.interpreter_state.gil_runtime_state;
+    r.interp_gil_locked = d.interpreter_state.gil_runtime_state_locked;
+    r.interp_gil_holder = d.interpreter_state.gil_runtime_state_holder;
     r.tstate_size = d.thread_state.size;
     r.tstate_next = d.thread_state.next;
     r.tstate_current_frame = d.thread_state.current_frame;
     r.tstate_thread_id = d.thread_state.thread_id;
+    r.tstate_native_thread_id = d.thread_state.native_thread_id;
     r.tstate_status = d.thread_state.status;
     r.frame_size = d.interpreter_frame.size;
     r.frame_previous = d.interpreter_frame.previous;
@@ -447,6 +455,10 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     o.interp_threads_head = u16(d.interp_threads_head);
     o.tstate_next = u16(d.tstate_next);
     o.tstate_thread_id = u16(d.tstate_thread_id);
+    // Only for userspace's own reads (thread_stacks.h); a table without it still profiles.
+    o.tstate_native_thread_id = field_ok(d.tstate_native_thread_id, d.tstate_size, 8)
+                                    ? u16(d.tstate_native_thread_id)
+                                    : PBP_OFF_NONE;
     o.tstate_frame = u16(d.tstate_current_frame);
     o.cframe_current_frame = PBP_OFF_NONE;
     o.cframe_previous = PBP_OFF_NONE;  // tstate->current_frame is set once, after the links
@@ -486,6 +498,31 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     if (!newer && field_ok(d.tstate_status, d.tstate_size, 4)) {
         o.tstate_status = u16(d.tstate_status);
         o.tstate_active_mask = 1u << 4;
+    }
+
+    // The GIL: interp->ceval.gil points to the interpreter's own _gil or to the main
+    // interpreter's (a shared GIL); _Py_DebugOffsets gives locked and last_holder as offsets
+    // of the interpreter's own _gil inside PyInterpreterState, the same inside any GIL struct.
+    // Not published: the struct's size, 208 from 3.12 to 3.15 (pycore_gil.h, default builds).
+    // Free-threaded builds have a GIL that is usually disabled: their samples say n/a.
+    constexpr uint64_t kGilSize = 208;
+    const bool gil_ok = !ft && field_ok(d.interp_ceval_gil, d.interp_size, 8) &&
+                        field_ok(d.interp_gil, d.interp_size, kGilSize) &&
+                        d.interp_gil_locked >= d.interp_gil && d.interp_gil_holder >= d.interp_gil &&
+                        d.interp_gil_locked - d.interp_gil + 4 <= PBP_GIL_WINDOW &&
+                        d.interp_gil_holder - d.interp_gil + 8 <= PBP_GIL_WINDOW &&
+                        (d.interp_gil_locked - d.interp_gil) % 4 == 0 &&
+                        (d.interp_gil_holder - d.interp_gil) % 8 == 0;
+    if (gil_ok) {
+        o.gil_where = PBP_GIL_WHERE_INTERP;
+        o.interp_gil_ptr = u16(d.interp_ceval_gil);
+        o.gil_locked = u16(d.interp_gil_locked - d.interp_gil);
+        o.gil_last_holder = u16(d.interp_gil_holder - d.interp_gil);
+        o.gil_size = u16(kGilSize);
+    } else {
+        o.gil_where = PBP_GIL_WHERE_NONE;
+        o.interp_gil_ptr = o.gil_locked = o.gil_last_holder = PBP_OFF_NONE;
+        o.gil_size = 0;
     }
 
     ObjectLayout& ob = l.obj;

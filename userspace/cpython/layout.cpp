@@ -147,6 +147,28 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
         return false;
     }
 
+    // The GIL: locked and last_holder are read in one PBP_GIL_WINDOW read from its start.
+    if (off.gil_where > PBP_GIL_WHERE_INTERP) {
+        error = "bad gil_where " + num(off.gil_where);
+        return false;
+    }
+    if (off.gil_where != PBP_GIL_WHERE_NONE) {
+        if (off.gil_where == PBP_GIL_WHERE_INTERP && off.interp_gil_ptr == PBP_OFF_NONE) {
+            error = "interp_gil_ptr is required for PBP_GIL_WHERE_INTERP";
+            return false;
+        }
+        if (off.gil_locked % 4 || off.gil_locked + 4u > PBP_GIL_WINDOW || off.gil_last_holder % 8 ||
+            off.gil_last_holder + 8u > PBP_GIL_WINDOW) {
+            error = "gil_locked " + num(off.gil_locked) + " / gil_last_holder " + num(off.gil_last_holder) +
+                    " do not lie aligned within the first " + num(PBP_GIL_WINDOW) + " bytes of the GIL";
+            return false;
+        }
+        if (off.gil_size < PBP_GIL_WINDOW) {
+            error = "gil_size " + num(off.gil_size) + " is smaller than the fields read from it";
+            return false;
+        }
+    }
+
     const WinField frame[] = {
         {PBP_NAMED(frame_previous), 8},
         {PBP_NAMED(frame_code), 8},

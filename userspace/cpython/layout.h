@@ -58,6 +58,9 @@ struct Layout {
     // Offset inside _PyRuntime of the interpreters list head (PyInterpreterState*).
     // nullopt for 3.6, where the list head is the static 'interp_head' variable.
     std::optional<uint64_t> runtime_interp_head;
+    // Offset inside _PyRuntime of the GIL struct (bpf.gil_where == PBP_GIL_WHERE_ADDR, 3.7 ..
+    // 3.11); nullopt elsewhere (3.12+ find it through the interpreter: bpf.interp_gil_ptr).
+    std::optional<uint64_t> runtime_gil;
     std::string source;  // where it came from: "table 3.11" / "_Py_DebugOffsets 3.13.0"
 };
 

@@ -48,7 +48,19 @@ struct Table {
     // PyThreadState._status and its 'active' bit; 0, 0 = not known
     uint16_t tstate_status = 0;
     uint8_t tstate_active_mask = 0;
+    // PyThreadState.native_thread_id (3.11+)
+    uint16_t tstate_native_thread_id = NONE;
+    // The GIL: offsetof(_PyRuntimeState, ceval.gil) (3.7 .. 3.11), or
+    // offsetof(PyInterpreterState, ceval.gil), a pointer (3.12); NONE where not.
+    uint16_t runtime_gil = NONE, interp_gil_ptr = NONE;
 };
+
+// struct _gil_runtime_state {unsigned long interval; last_holder @8; int locked @16;
+// unsigned long switch_number; pthread_cond_t cond @32; pthread_mutex_t mutex @80;
+// switch_cond, switch_mutex (FORCE_SWITCHING, always defined)}: 208 bytes, the same in every
+// version from 3.7 (ceval_gil.h / internal/gil.h / internal/pycore_gil.h) to 3.15 (default
+// builds; the free-threaded one starts with 'int enabled').
+constexpr uint16_t kGilLastHolder = 8, kGilLocked = 16, kGilSize = 208;
 
 // A version whose offsets are an older one's but for those 'change' sets: each row below
 // says only what its headers changed.
@@ -72,19 +84,23 @@ constexpr Table k36 = {
 // 3.7: _PyRuntimeState (internal/pystate.h) {initialized, core_initialized, finalizing,
 //      interpreters{mutex, head @24}}; struct _ts gained exc_state etc: thread_id @176;
 //      PyFrameObject lost f_exc_*: f_lasti @104.
+//      The GIL: _PyRuntimeState.ceval.gil @1264 (3.6 has static variables instead).
 constexpr Table k37 = from(k36, 7, [](Table& t) {
     t.runtime_interp_head = 24;
+    t.runtime_gil = 1264;
     t.tstate_thread_id = 176, t.frame_instr = 104;
 });
 // 3.8: internal/pycore_pystate.h; _PyRuntimeState {4 ints, finalizing, interpreters{mutex,
 //      head @32}}; cpython/code.h added co_posonlyargcount: co_firstlineno @40,
-//      co_filename @104, co_name @112, co_lnotab @120.
+//      co_filename @104, co_name @112, co_lnotab @120. _PyRuntimeState.ceval.gil @1152.
 constexpr Table k38 = from(k37, 8, [](Table& t) {
     t.runtime_interp_head = 32;
+    t.runtime_gil = 1152;
     t.co_firstlineno = 40, t.co_filename = 104, t.co_name = 112, t.co_linetable = 120;
 });
-// 3.9: internal/pycore_runtime.h, pycore_interp.h; same offsets as 3.8.
-constexpr Table k39 = from(k38, 9, [](Table&) {});
+// 3.9: internal/pycore_runtime.h, pycore_interp.h; same offsets as 3.8 but the GIL:
+//      _PyRuntimeState.ceval is smaller, ceval.gil @352 (3.10 too).
+constexpr Table k39 = from(k38, 9, [](Table& t) { t.runtime_gil = 352; });
 // 3.10: cpython/frameobject.h PyFrameObject {.., f_trace, f_stackdepth, f_trace_lines,
 //       f_trace_opcodes, f_gen, int f_lasti @96} counts code units; co_linetable @120.
 constexpr Table k310 = from(k39, 10, [](Table& t) {
@@ -104,7 +120,7 @@ constexpr Table k310 = from(k39, 10, [](Table& t) {
 //       The eval loop's entry: cpython/pystate.h _PyCFrame {uint8_t use_tracing,
 //       current_frame @8, previous @16}; the frame a _PyEval_EvalFrameDefault call was
 //       entered with has bool is_entry @68 set (internal/pycore_frame.h);
-//       PyThreadState.root_cframe @336.
+//       PyThreadState.root_cframe @336, native_thread_id @160.
 constexpr Table k311 = {
     .minor = 11, .frame_kind = PBP_FRAME_INTERP_CFRAME, .instr_kind = PBP_INSTR_PTR,
     .runtime_interp_head = 40,
@@ -114,6 +130,8 @@ constexpr Table k311 = {
     .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_firstlineno = 72, .co_linetable = 136,
     .code_adaptive = 184,
     .cframe_previous = 16, .frame_entry_off = 68, .frame_entry_val = 1, .tstate_root_cframe = 336,
+    .tstate_native_thread_id = 160,
+    .runtime_gil = 360,  // _PyRuntimeState.ceval.gil (3.11.2 and 3.11.7 alike)
 };
 // 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
 //       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
@@ -127,8 +145,12 @@ constexpr Table k311 = {
 //       unicodeobject.h: wstr removed, sizeof(PyASCIIObject) 40, compact 56.
 //       FRAME_OWNED_BY_CSTACK = 3 (pycore_frame.h): each _PyEval_EvalFrameDefault call
 //       links its frame to such an entry frame on the C stack, and no other frame has that
-//       owner (Python/ceval.c). PyThreadState.root_cframe @272.
+//       owner (Python/ceval.c). PyThreadState.root_cframe @272, native_thread_id @144.
+//       The GIL moved into the interpreter (per-interpreter GIL, PEP 684): struct _is
+//       {.., struct _ceval_state ceval {eval_breaker, gil_drop_request, recursion_limit,
+//       struct _gil_runtime_state *gil @384 (in the interpreter), ..}, .., _gil}.
 constexpr Table k312 = from(k311, 12, [](Table& t) {
+    t.runtime_gil = NONE, t.interp_gil_ptr = 384;
     t.interp_threads_head = 72;
     t.tstate_thread_id = 136, t.cframe_current_frame = 0;
     t.tstate_status = 24, t.tstate_active_mask = 1u << 4;  // _status.active
@@ -136,6 +158,7 @@ constexpr Table k312 = from(k311, 12, [](Table& t) {
     t.co_firstlineno = 68, t.co_version = 92, t.code_adaptive = 192;
     t.unicode_ascii_size = 40, t.unicode_compact_size = 56;
     t.cframe_previous = 8, t.frame_entry_off = 70, t.frame_entry_val = 3, t.tstate_root_cframe = 272;
+    t.tstate_native_thread_id = 144;
 });
 
 constexpr Table kTables[] = {k36, k37, k38, k39, k310, k311, k312};
@@ -205,6 +228,24 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     o.interp_code_gen = NONE;  // 3.14+ only (_Py_DebugOffsets)
     o.tstate_status = t->tstate_status;
     o.tstate_active_mask = t->tstate_active_mask;
+    o.tstate_native_thread_id = t->tstate_native_thread_id;
+    o.interp_gil_ptr = t->interp_gil_ptr;
+    if (t->runtime_gil != NONE) {
+        l.runtime_gil = t->runtime_gil;
+        o.gil_where = PBP_GIL_WHERE_ADDR;
+    } else if (t->interp_gil_ptr != NONE) {
+        o.gil_where = PBP_GIL_WHERE_INTERP;
+    } else {  // 3.6: gil_locked, gil_last_holder, gil_mutex, .. are separate static variables
+        o.gil_where = PBP_GIL_WHERE_NONE;
+    }
+    if (o.gil_where != PBP_GIL_WHERE_NONE) {
+        o.gil_locked = kGilLocked;
+        o.gil_last_holder = kGilLastHolder;
+        o.gil_size = kGilSize;
+    } else {
+        o.gil_locked = o.gil_last_holder = NONE;
+        o.gil_size = 0;
+    }
 
     ObjectLayout& ob = l.obj;
     ob.co_filename = t->co_filename;

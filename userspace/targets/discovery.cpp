@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "cpython/gil.h"
 #include "cpython/policy.h"
 #include "sys/elf_file.h"
 #include "sys/procfs.h"
@@ -62,6 +63,7 @@ pbp_proc PythonTarget::bpf_config(uint32_t max_depth, uint32_t generation) const
     p.off = layout.bpf;
     p.interp_head_addr = interp_head_addr;
     p.code_type_addr = code_type_addr;
+    p.gil_addr = cpython::gil_fixed_address(layout, runtime_addr);
     p.generation = generation;
     p.max_depth = max_depth;
     return p;
