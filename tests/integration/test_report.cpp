@@ -119,6 +119,56 @@ TEST_F(Report, HtmlOfARealRunWorksInChromium) {
     EXPECT_NE(c.out.find("ok " + out), std::string::npos) << c.out << c.err;
 }
 
+// GIL lanes from real BPF: two threads spinning in pure Python share the GIL and a third
+// hashes big buffers (hashlib releases the GIL). The report's data has each thread's held
+// time, the process's GIL utilisation is the spinners' (the GIL is held nearly all the run),
+// and Chromium draws a held and a waiting lane per thread.
+TEST_F(Report, GilLanesOfARealRunInChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    const std::string out = dir + "/gil.html";
+    const std::string script =
+        "import hashlib, threading, time\n"
+        "def spin():\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end: pass\n"
+        "def hashing():\n"
+        "    buf = b'x' * (32 << 20)\n"
+        "    end = time.time() + 3\n"
+        "    while time.time() < end: hashlib.sha256(buf).digest()\n"
+        "ts = [threading.Thread(target=f) for f in (spin, spin, hashing)]\n"
+        "for t in ts: t.start()\n"
+        "for t in ts: t.join()\n";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "-f", "html", "-o", out, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    cmd.push_back("-c");
+    cmd.push_back(script);
+    auto r = run(cmd, 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto d = report_data(out);
+    ASSERT_FALSE(d.is_discarded());
+    ASSERT_EQ(d["procs"].size(), 1u);
+    const auto& p = d["procs"][0];
+    ASSERT_TRUE(p["gil"].is_object()) << "the GIL state of " << p["python"] << " is known: " << p.dump().substr(0, 400);
+    const double util = p["gil"]["share"].get<double>();
+    EXPECT_GT(util, 0.5) << "two spinners hold the GIL most of the run";
+    EXPECT_LE(util, 1.05);
+    size_t spinners = 0, lanes = 0;
+    for (const auto& t : p["threads"]) {
+        if (!t["gil"].is_object()) continue;
+        lanes += 2;
+        spinners += t["gil"]["held_ns"].get<uint64_t>() >= 500'000'000u;
+    }
+    EXPECT_GE(spinners, 2u) << p.dump().substr(0, 2000);
+    std::ofstream(dir + "/expect.json") << nlohmann::json{{"functions", {"spin", "hashing"}},
+                                                          {"gil", {{"lanes", lanes}}}}.dump();
+    auto c = run({"node", source_dir() + "/tests/js/check_report.mjs", "--screenshot", dir + "/gil.png", out,
+                  dir + "/expect.json"},
+                 300);
+    EXPECT_EQ(c.status, 0) << c.out << c.err;
+    EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
+}
+
 // --report writes the HTML next to the main output; both hold the same samples, and the
 // report has the process's CPU and RSS over time.
 TEST_F(Report, ReportNextToSpeedscope) {
