@@ -76,10 +76,16 @@ TEST_F(PprofOutput, CpuSplitReadByGoToolPprof) {
     EXPECT_LE(p.time_nanos(), after);
     EXPECT_GE(p.duration_nanos(), 1'900'000'000LL);
     EXPECT_LE(p.duration_nanos(), after - before);
+    // Each sample says its GIL state (cpu mode: held or neither on CPU, n/a when not known).
     for (const auto& s : p.sample()) {
         std::map<std::string, int> keys;
-        for (const auto& l : s.label()) keys[p.string_table(static_cast<int>(l.key()))]++;
-        EXPECT_EQ(keys, (std::map<std::string, int>{{"pid", 1}, {"tid", 1}, {"thread_name", 1}, {"process", 1}}));
+        std::string gil;
+        for (const auto& l : s.label()) {
+            keys[p.string_table(static_cast<int>(l.key()))]++;
+            if (p.string_table(static_cast<int>(l.key())) == "gil") gil = p.string_table(static_cast<int>(l.str()));
+        }
+        EXPECT_EQ(keys, (std::map<std::string, int>{{"pid", 1}, {"tid", 1}, {"thread_name", 1}, {"process", 1}, {"gil", 1}}));
+        EXPECT_TRUE(gil == "held" || gil == "neither" || gil == "n/a") << gil;
     }
 
     // The real consumer: the same totals.
