@@ -137,7 +137,11 @@ struct pbp_proc {
 	__u64 code_type_addr;     /* &PyCode_Type in the target, 0 = no type check */
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
+	__u32 flags;              /* PBP_PROC_* */
+	__u32 _pad;
 };
+/* --mode wall: the process's threads are tracked off CPU (the scheduler programs). */
+#define PBP_PROC_WALL (1u << 0)
 
 /* ---- stacks ------------------------------------------------------------------ */
 
@@ -216,6 +220,22 @@ enum pbp_wait {
 };
 #define PBP_WAIT_COUNT 5
 
+/* ---- off-CPU tracking (--mode wall) ----------------------------------------------- */
+
+/* Per thread of a wall target (the offcpu map, key: host tid). Made by the sched_switch program
+ * when the thread is switched out (or seeded by userspace for a thread already asleep when its
+ * process was registered), consumed by the finish_task_switch program when it is switched in,
+ * and deleted at its last switch-out (thread exit). Userspace reads what is left at a session's
+ * end: the pending intervals and the sums not emitted yet. */
+struct pbp_offcpu {
+	__u64 out_ns;                  /* when switched out; 0 = on CPU (no interval pending) */
+	__u64 sum_ns[PBP_WAIT_COUNT];  /* intervals shorter than min_block, per enum pbp_wait, not emitted yet */
+	__u32 tgid;
+	__u8 wait;                     /* enum pbp_wait of the pending interval */
+	__u8 gil;                      /* enum pbp_gil of the pending interval */
+	__u16 _pad;
+};
+
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */
 #define PBP_F_PARTIAL (1u << 1)    /* the walk stopped on an error (reason says which) */
@@ -263,7 +283,8 @@ struct pbp_event {
 	X(STACK_NEW, "stack_new")               /* stack ids inserted into the stacks map */ \
 	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
 	X(SAMPLE_NS, "sample_ns")               /* time spent on profiled samples (entry to record) */ \
-	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */
+	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */ \
+	X(OFFCPU_FULL, "offcpu_full")           /* wall: a target thread not tracked, the offcpu map full */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

@@ -59,6 +59,20 @@ int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
     return 0;
 }
 
+// finish_task_switch's name in /proc/kallsyms: the compiler may have renamed it
+// (finish_task_switch.isra.0 on 6.x); "" when it is not there (inlined, or kallsyms hidden).
+std::string finish_task_switch_symbol() {
+    std::ifstream f("/proc/kallsyms");
+    std::string addr, type, name, found;
+    while (f >> addr >> type >> name) {
+        if (f.peek() != '\n') f.ignore(4096, '\n');  // [module]
+        if (type != "t" && type != "T") continue;
+        if (name == "finish_task_switch") return name;
+        if (found.empty() && name.rfind("finish_task_switch.", 0) == 0) found = name;
+    }
+    return found;
+}
+
 size_t pow2_at_least(size_t n) {
     size_t p = 1;
     while (p < n) p <<= 1;
@@ -84,11 +98,18 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, online_cpus().size() * (256 << 10));
     rb = pow2_at_least(rb);
 
+    // --mode wall needs a kprobe on finish_task_switch; without it the scheduler programs are
+    // not loaded at all, and a wall session says why.
+    s->switch_in_symbol_ = finish_task_switch_symbol();
+    bool wall = !s->switch_in_symbol_.empty();
+    if (!wall) s->wall_error_ = "finish_task_switch is not in /proc/kallsyms";
+
     // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
-    // try the larger chunk, and a smaller one if this kernel's verifier gives up on it.
+    // try the larger chunk, and a smaller one if this kernel's verifier gives up on it. A
+    // kernel that refuses the scheduler programs gets the sampler without them.
     std::vector<uint32_t> chunks{PBP_NOLP_CHUNK};
     if (!s->use_loop_) chunks.push_back(PBP_NOLP_CHUNK_SMALL);
-    for (size_t attempt = 0; attempt < chunks.size(); attempt++) {
+    for (size_t attempt = 0; attempt < chunks.size();) {
         LIBBPF_OPTS(bpf_object_open_opts, opts);
         if (!cfg.btf_path.empty()) opts.btf_custom_path = cfg.btf_path.c_str();
         s->skel_ = pybpfprof_bpf__open_opts(&opts);
@@ -103,6 +124,10 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch_out, wall);
+        bpf_program__set_autoload(s->skel_->progs.on_switch_in, wall && s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch_in_nolp, wall && !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.walk_nolp_k, wall && !s->use_loop_);
         bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
         s->skel_->rodata->wakeup_bytes = rb / 8;
         bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
@@ -114,7 +139,17 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         }
         pybpfprof_bpf__destroy(s->skel_);
         s->skel_ = nullptr;
-        if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) continue;
+        if (wall) {  // the same again without the scheduler programs
+            wall = false;
+            s->wall_error_ = std::string("the kernel refused the scheduler programs: ") + strerror(-err);
+            continue;
+        }
+        if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) {
+            attempt++;
+            wall = s->wall_error_.rfind("the kernel refused", 0) == 0 && !s->switch_in_symbol_.empty();
+            if (wall) s->wall_error_.clear();
+            continue;
+        }
         error = std::string("cannot load the BPF program: ") + strerror(-err) +
                 " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
         return nullptr;
@@ -139,6 +174,10 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             error = std::string("cannot set up the frame walk's tail call: ") + strerror(errno);
             return nullptr;
         }
+        fd = bpf_program__fd(s->skel_->progs.walk_nolp_k);
+        if (s->wall_error_.empty() &&
+            bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_kprogs), &key, &fd, BPF_ANY))
+            s->wall_error_ = std::string("cannot set up the off-CPU walk's tail call: ") + strerror(errno);
     }
 
     if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -199,6 +238,7 @@ bool BpfSampler::open_perf_events(std::string& error) {
 
 BpfSampler::~BpfSampler() {
     pause();
+    detach_wall();
     for (auto* l : tp_links_) bpf_link__destroy(l);
     if (rb_) ring_buffer__free(rb_);
     if (skel_) pybpfprof_bpf__destroy(skel_);
@@ -280,6 +320,87 @@ int BpfSampler::poll(int timeout_ms) {
 int BpfSampler::epoll_fd() const { return rb_ ? ring_buffer__epoll_fd(rb_) : -1; }
 
 int BpfSampler::drain() { return ring_buffer__consume(rb_); }
+
+bool BpfSampler::attach_wall(std::string& error) {
+    if (wall_attached()) return true;
+    if (!wall_error_.empty()) {
+        error = wall_error_;
+        return false;
+    }
+    bpf_link* out = bpf_program__attach(skel_->progs.on_switch_out);
+    if (!out) {
+        error = std::string("cannot attach to sched_switch: ") + strerror(errno);
+        return false;
+    }
+    bpf_program* in_prog = use_loop_ ? skel_->progs.on_switch_in : skel_->progs.on_switch_in_nolp;
+    bpf_link* in = bpf_program__attach_kprobe(in_prog, false, switch_in_symbol_.c_str());
+    if (!in) {
+        error = "cannot attach a kprobe to " + switch_in_symbol_ + ": " + strerror(errno);
+        bpf_link__destroy(out);
+        return false;
+    }
+    wall_links_ = {out, in};
+    return true;
+}
+
+void BpfSampler::detach_wall() {
+    for (auto* l : wall_links_) bpf_link__destroy(l);
+    wall_links_.clear();
+}
+
+void BpfSampler::set_min_block(uint64_t ns) { skel_->data->min_block_ns = ns; }
+
+bool BpfSampler::set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out) {
+    uint32_t key = static_cast<uint32_t>(pid);
+    pbp_proc proc{};
+    if (bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, 0)) return false;
+    proc.flags = flags;
+    if (out) *out = proc;
+    // BPF_EXIST: an entry BPF deleted meanwhile (the process exec'd) is not brought back.
+    return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+}
+
+std::vector<std::pair<uint32_t, pbp_offcpu>> BpfSampler::offcpu_entries(pid_t pid) const {
+    std::vector<std::pair<uint32_t, pbp_offcpu>> out;
+    int fd = bpf_map__fd(skel_->maps.offcpu);
+    uint32_t key = 0, next = 0;
+    const uint32_t* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        pbp_offcpu e{};
+        if (bpf_map_lookup_elem(fd, &next, &e) == 0 && e.tgid == static_cast<uint32_t>(pid)) out.emplace_back(next, e);
+        key = next;
+        prev = &key;
+    }
+    return out;
+}
+
+bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) {
+    return bpf_map_update_elem(bpf_map__fd(skel_->maps.offcpu), &tid, &e, BPF_NOEXIST) == 0;
+}
+
+void BpfSampler::forget_offcpu(pid_t pid) {
+    int fd = bpf_map__fd(skel_->maps.offcpu);
+    for (auto& [tid, e] : offcpu_entries(pid)) bpf_map_delete_elem(fd, &tid);
+}
+
+namespace {
+BpfSampler::ProgStats stats_of(bpf_program* prog) {
+    BpfSampler::ProgStats ps;
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0) {
+        ps.run_time_ns = info.run_time_ns;
+        ps.run_cnt = info.run_cnt;
+    }
+    return ps;
+}
+}  // namespace
+
+BpfSampler::ProgStats BpfSampler::switch_out_stats() const { return stats_of(skel_->progs.on_switch_out); }
+
+BpfSampler::ProgStats BpfSampler::switch_in_stats() const {
+    return stats_of(use_loop_ ? skel_->progs.on_switch_in : skel_->progs.on_switch_in_nolp);
+}
 
 bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {
     return bpf_map__lookup_elem(skel_->maps.stacks, &id, sizeof id, &out, sizeof out, 0) == 0;
