@@ -103,6 +103,13 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     s->switch_in_symbol_ = finish_task_switch_symbol();
     bool wall = !s->switch_in_symbol_.empty();
     if (!wall) s->wall_error_ = "finish_task_switch is not in /proc/kallsyms";
+    // libbpf attaches a kprobe through the kprobe PMU, or tracefs's kprobe_events (older kernels).
+    if (wall && access("/sys/bus/event_source/devices/kprobe", F_OK) != 0 &&
+        access("/sys/kernel/tracing/kprobe_events", F_OK) != 0 &&
+        access("/sys/kernel/debug/tracing/kprobe_events", F_OK) != 0) {
+        wall = false;
+        s->wall_error_ = "the kernel has no kprobes (CONFIG_KPROBES, CONFIG_KPROBE_EVENTS)";
+    }
 
     // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
     // try the larger chunk, and a smaller one if this kernel's verifier gives up on it. A

@@ -319,8 +319,8 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     if (cfg.mode == ProfileMode::Wall && !sampler_->wall_error().empty()) {
         status = Status::cannot_profile("--mode wall is not available on kernel " + kernel_release() + ": " +
                                         sampler_->wall_error() +
-                                        "; use a kernel with finish_task_switch in /proc/kallsyms and BTF "
-                                        "(Debian 11+ kernels), or --mode cpu");
+                                        "; use a kernel with BTF, kprobes and finish_task_switch in /proc/kallsyms "
+                                        "(Debian's 5.10+ kernels have them), or --mode cpu");
         return nullptr;
     }
     std::unique_ptr<Session> s(new Session(*this, cfg, std::move(sink)));
