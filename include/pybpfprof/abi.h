@@ -124,6 +124,11 @@ struct pbp_py_offsets {
 	 * has changed hands and the walk may reuse the checksums it took (see code_cache in BPF). */
 	__u16 interp_code_gen;
 	__u16 _pad1;
+	/* PyThreadState.native_thread_id (3.11+: the thread's kernel tid, as the process sees it),
+	 * else PBP_OFF_NONE. Not read by BPF (it knows the tid): userspace reads it to name the
+	 * thread of a stack it read itself (userspace/cpython/thread_stacks.h). */
+	__u16 tstate_native_thread_id;
+	__u16 _pad3;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24

@@ -116,6 +116,25 @@ TEST_F(Agent, UserProfilesOwnLaunchedCommand) {
     expect_hot_lines(prof, r.err, 50);
 }
 
+// --mode and --min-block reach the agent's session, and its summary says so, as a root run's.
+TEST_F(Agent, ModeAndMinBlockGoThroughTheAgent) {
+    std::string o = out("pbp-test-a", "wall.json");
+    auto r = client("pbp-test-a",
+                    {"--mode", "wall", "--min-block", "250us", "-o", o, "--", "/usr/bin/python3",
+                     source_dir() + "/tests/workloads/hot_lines.py", "1"},
+                    60);
+    ASSERT_EQ(r.status, 0) << r.err << agent.err();
+    EXPECT_NE(r.err.find("\n  mode wall: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" s on CPU, "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the 250 us --min-block"), std::string::npos) << r.err;
+    EXPECT_NE(agent.err().find("mode wall"), std::string::npos) << agent.err();
+    auto cpu = client("pbp-test-a", {"-o", out("pbp-test-a", "cpu.json"), "--", "/usr/bin/python3",
+                                     source_dir() + "/tests/workloads/hot_lines.py", "1"},
+                      60);
+    ASSERT_EQ(cpu.status, 0) << cpu.err;
+    EXPECT_NE(cpu.err.find("\n  mode cpu: "), std::string::npos) << cpu.err;
+}
+
 TEST_F(Agent, OtherUsersRootsAndPidOneAreRefused) {
     Child theirs = busy("pbp-test-b");
     Child roots({"/usr/bin/python3", source_dir() + "/tests/workloads/hot_lines.py", "60"}, dir);

@@ -254,7 +254,7 @@ struct Decoded {
     uint64_t runtime_size = 0, interpreters_head = 0;
     uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0, interp_code_gen = 0;
     uint64_t tstate_size = 0, tstate_next = 0, tstate_current_frame = 0, tstate_thread_id = 0,
-             tstate_status = 0;
+             tstate_native_thread_id = 0, tstate_status = 0;
     uint64_t frame_size = 0, frame_previous = 0, frame_executable = 0, frame_instr_ptr = 0,
              frame_owner = 0, frame_tlbc_index = 0;
     uint64_t code_size = 0, co_filename = 0, co_name = 0, co_qualname = 0, co_linetable = 0,
@@ -279,6 +279,7 @@ template <typename D> Decoded decode(const D& d) {
     r.tstate_next = d.thread_state.next;
     r.tstate_current_frame = d.thread_state.current_frame;
     r.tstate_thread_id = d.thread_state.thread_id;
+    r.tstate_native_thread_id = d.thread_state.native_thread_id;
     r.tstate_status = d.thread_state.status;
     r.frame_size = d.interpreter_frame.size;
     r.frame_previous = d.interpreter_frame.previous;
@@ -447,6 +448,10 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     o.interp_threads_head = u16(d.interp_threads_head);
     o.tstate_next = u16(d.tstate_next);
     o.tstate_thread_id = u16(d.tstate_thread_id);
+    // Only for userspace's own reads (thread_stacks.h); a table without it still profiles.
+    o.tstate_native_thread_id = field_ok(d.tstate_native_thread_id, d.tstate_size, 8)
+                                    ? u16(d.tstate_native_thread_id)
+                                    : PBP_OFF_NONE;
     o.tstate_frame = u16(d.tstate_current_frame);
     o.cframe_current_frame = PBP_OFF_NONE;
     o.cframe_previous = PBP_OFF_NONE;  // tstate->current_frame is set once, after the links

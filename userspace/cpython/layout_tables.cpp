@@ -48,6 +48,8 @@ struct Table {
     // PyThreadState._status and its 'active' bit; 0, 0 = not known
     uint16_t tstate_status = 0;
     uint8_t tstate_active_mask = 0;
+    // PyThreadState.native_thread_id (3.11+)
+    uint16_t tstate_native_thread_id = NONE;
 };
 
 // A version whose offsets are an older one's but for those 'change' sets: each row below
@@ -104,7 +106,7 @@ constexpr Table k310 = from(k39, 10, [](Table& t) {
 //       The eval loop's entry: cpython/pystate.h _PyCFrame {uint8_t use_tracing,
 //       current_frame @8, previous @16}; the frame a _PyEval_EvalFrameDefault call was
 //       entered with has bool is_entry @68 set (internal/pycore_frame.h);
-//       PyThreadState.root_cframe @336.
+//       PyThreadState.root_cframe @336, native_thread_id @160.
 constexpr Table k311 = {
     .minor = 11, .frame_kind = PBP_FRAME_INTERP_CFRAME, .instr_kind = PBP_INSTR_PTR,
     .runtime_interp_head = 40,
@@ -114,6 +116,7 @@ constexpr Table k311 = {
     .co_filename = 112, .co_name = 120, .co_qualname = 128, .co_firstlineno = 72, .co_linetable = 136,
     .code_adaptive = 184,
     .cframe_previous = 16, .frame_entry_off = 68, .frame_entry_val = 1, .tstate_root_cframe = 336,
+    .tstate_native_thread_id = 160,
 };
 // 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
 //       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
@@ -127,7 +130,7 @@ constexpr Table k311 = {
 //       unicodeobject.h: wstr removed, sizeof(PyASCIIObject) 40, compact 56.
 //       FRAME_OWNED_BY_CSTACK = 3 (pycore_frame.h): each _PyEval_EvalFrameDefault call
 //       links its frame to such an entry frame on the C stack, and no other frame has that
-//       owner (Python/ceval.c). PyThreadState.root_cframe @272.
+//       owner (Python/ceval.c). PyThreadState.root_cframe @272, native_thread_id @144.
 constexpr Table k312 = from(k311, 12, [](Table& t) {
     t.interp_threads_head = 72;
     t.tstate_thread_id = 136, t.cframe_current_frame = 0;
@@ -136,6 +139,7 @@ constexpr Table k312 = from(k311, 12, [](Table& t) {
     t.co_firstlineno = 68, t.co_version = 92, t.code_adaptive = 192;
     t.unicode_ascii_size = 40, t.unicode_compact_size = 56;
     t.cframe_previous = 8, t.frame_entry_off = 70, t.frame_entry_val = 3, t.tstate_root_cframe = 272;
+    t.tstate_native_thread_id = 144;
 });
 
 constexpr Table kTables[] = {k36, k37, k38, k39, k310, k311, k312};
@@ -205,6 +209,7 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     o.interp_code_gen = NONE;  // 3.14+ only (_Py_DebugOffsets)
     o.tstate_status = t->tstate_status;
     o.tstate_active_mask = t->tstate_active_mask;
+    o.tstate_native_thread_id = t->tstate_native_thread_id;
 
     ObjectLayout& ob = l.obj;
     ob.co_filename = t->co_filename;

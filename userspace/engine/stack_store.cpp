@@ -1,5 +1,6 @@
 #include "engine/stack_store.h"
 
+#include <algorithm>
 #include <map>
 
 #include "engine/abi_names.h"
@@ -99,6 +100,23 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
     }
     uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
     return variant_stack(it->second, variant | (wait << kWaitShift));
+}
+
+uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
+                                      uint16_t reason) {
+    if (leaf_first.empty()) return synthetic_stack(reason_label(reason));
+    // Not cached by an id: such stacks are read a few times per process (a session's end, a
+    // dump), and the Symbolizer caches per code object and instruction anyway.
+    size_t n = std::min<size_t>(leaf_first.size(), PBP_MAX_DEPTH);
+    buf_->depth = static_cast<uint32_t>(n);
+    buf_->pid = static_cast<uint32_t>(pid);
+    std::copy_n(leaf_first.begin(), n, buf_->frames);
+    std::map<std::string, uint64_t> problems;
+    BaseStack b;
+    b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
+    b.problem = problems.empty() ? "" : problems.begin()->first;
+    uint32_t variant = (flags & PBP_F_PARTIAL) ? 2 + reason : (flags & PBP_F_TRUNCATED) ? 1 : 0;
+    return variant_stack(b, variant);
 }
 
 }  // namespace pbp

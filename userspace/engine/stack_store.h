@@ -42,6 +42,12 @@ public:
     // leaf of its wait reason (wait_leaf: "[sleeping]", ...); one with neither a stack id nor
     // a reason is that leaf alone.
     uint32_t stack_for(const pbp_event& e);
+    // The same for a stack read from userspace (cpython::read_thread_stacks): its frames in
+    // BPF's format, leaf first, symbolized by the same Symbolizer, so a stack read this way
+    // and a BPF sample of the same frames land on the same stack. No frames: the one-frame
+    // "[reason]" stack.
+    uint32_t stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
+                              uint16_t reason);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cpython/code_checksum.h"
 #include "cpython/linetable.h"
 #include "cpython/objects.h"
 #include "cpython/policy.h"
@@ -32,21 +33,7 @@ size_t Symbolizer::cached_code_objects() const {
 }
 
 uint32_t Symbolizer::code_checksum(const pbp_py_offsets& off, const uint8_t* w, size_t len, MemoryReader* mem) {
-    uint32_t acc = 0;
-    for (int i = 0; i < 4; i++) {
-        uint8_t sz = off.csum_size[i];
-        uint16_t o = off.csum_off[i];
-        if ((sz != 4 && sz != 8) || o + sz > len) continue;
-        uint64_t v = 0;
-        memcpy(&v, w + o, sz);
-        if (sz == 8 && (off.csum_str_mask & (1u << i))) {  // a str: its hash, as BPF reads it
-            uint64_t h = 0;
-            if (!mem || !mem->read(v + PBP_STR_HASH_OFF, &h, sizeof h)) h = 0;
-            v = h;
-        }
-        acc = pbp_csum_step(acc, v);
-    }
-    return acc;
+    return cpython::code_checksum(off, w, len, mem);
 }
 
 bool Symbolizer::looks_alive(const cpython::Layout& layout, uint64_t code_type_addr, uint64_t addr,
