@@ -12,10 +12,10 @@
  *                     walk_nolp through tail calls, up to PBP_MAX_DEPTH_NO_LOOP frames
  * Userspace autoloads exactly one of them (walk_nolp goes with on_sample_nolp).
  *
- * --mode wall adds two scheduler programs (attached only while a wall session runs):
- *   on_switch_out   - tp_btf/sched_switch: a target thread leaves the CPU
- *   on_switch_in    - kprobe on finish_task_switch: it is back; its interval is walked and
- *                     emitted (on_switch_in_nolp + walk_nolp_k without bpf_loop)
+ * --mode wall adds one scheduler program (attached only while a wall session runs):
+ *   on_switch       - tp_btf/sched_switch: a target thread's stack is kept as it leaves the
+ *                     CPU, and its interval emitted when it is back (without bpf_loop:
+ *                     on_switch_nolp, raw_tp, + walk_nolp_rt through tail calls)
  *
  * This file holds the entry programs; the rest is split by concern:
  *   maps.bpf.h          the maps, their value types and the knobs set before load
@@ -70,7 +70,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->flags = 0;
 	si->gil = PBP_GIL_NA;
 	si->wait = PBP_WAIT_NONE;
-	return walk_and_emit(ctx, &nolp_progs, s, proc, pid_tgid, now, use_loop, 1);
+	return walk_and_emit(ctx, &nolp_progs, s, proc, pid_tgid, now, use_loop);
 }
 
 /* The sampler with bpf_loop (5.17+). */
@@ -96,33 +96,29 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 
 /* ---- off CPU (--mode wall; attached only while a wall session runs) ------------------ */
 
-/* A thread switched out: for a wall target's thread, when and why (offcpu.bpf.h). */
+/* Every context switch while a wall session runs (offcpu.bpf.h): the interval of next ends (its
+ * record is emitted), and prev, a wall target's thread, has its stack kept as it blocks. With
+ * bpf_loop: tp_btf (the task's fields are plain loads). */
 SEC("tp_btf/sched_switch")
-int BPF_PROG(on_switch_out, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-	return offcpu_switch_out(preempt, prev);
+	return offcpu_switch(ctx, &nolp_rtprogs, 1, preempt, prev, next->pid);
 }
 
-/* A thread switched in (kprobe on finish_task_switch, whose kallsyms name userspace finds: it
- * may carry a suffix such as .isra.0): its interval ends, walked in its own context. */
-SEC("kprobe")
-int on_switch_in(struct pt_regs *ctx)
+/* Without bpf_loop (5.10 .. 5.16): raw_tp, because the switch-out walk goes on in walk_nolp_rt
+ * through tail calls, which tp_btf programs cannot make there. */
+SEC("raw_tp/sched_switch")
+int on_switch_nolp(struct bpf_raw_tracepoint_args *ctx)
 {
-	return offcpu_switch_in(ctx, &nolp_kprogs, 1);
+	struct task_struct *prev = (struct task_struct *)ctx->args[1];
+	struct task_struct *next = (struct task_struct *)ctx->args[2];
+	return offcpu_switch(ctx, &nolp_rtprogs, 0, (int)ctx->args[0], prev, BPF_CORE_READ(next, pid));
 }
 
-/* The same without bpf_loop: the walk continues in walk_nolp_k (a kprobe program, as a tail
- * call must stay within one program type). */
-SEC("kprobe")
-int on_switch_in_nolp(struct pt_regs *ctx)
+SEC("raw_tp")
+int walk_nolp_rt(struct bpf_raw_tracepoint_args *ctx)
 {
-	return offcpu_switch_in(ctx, &nolp_kprogs, 0);
-}
-
-SEC("kprobe")
-int walk_nolp_k(struct pt_regs *ctx)
-{
-	return walk_nolp_chunk(ctx, &nolp_kprogs);
+	return walk_nolp_chunk(ctx, &nolp_rtprogs);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */
@@ -169,14 +165,16 @@ int BPF_PROG(on_exit, struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!(watch_flags & PBP_WATCH_EXEC))
-		return 0;
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	if (!bpf_map_lookup_elem(&procs, &ptgid))
-		return 0;
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (cpid != ctgid) /* a new thread, not a new process */
+	if (cpid != ctgid) { /* a new thread, not a new process */
+		offcpu_new_thread(ctgid, cpid);
+		return 0;
+	}
+	if (!(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	if (!bpf_map_lookup_elem(&procs, &ptgid))
 		return 0;
 	emit_proc_event(PBP_EV_FORK, ctgid, ptgid);
 	return 0;

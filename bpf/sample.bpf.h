@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* One sample of the current thread, once its sample_info (s->cur) is filled: find its thread
  * state and first frame, walk its frames and emit the record. Shared by the on-CPU sampler
- * (perf_event) and the off-CPU switch-in (kprobe on finish_task_switch), which differ only in
- * what they put in s->cur and in the program type their no-bpf_loop walk continues in. */
+ * (perf_event) and the off-CPU switch-out (sched_switch), which differ in what they put in
+ * s->cur (an off-CPU walk is kept in the thread's offcpu entry, not emitted: walk_done) and in
+ * the program type their no-bpf_loop walk continues in. */
 #ifndef __PYBPFPROF_SAMPLE_BPF_H__
 #define __PYBPFPROF_SAMPLE_BPF_H__
 
@@ -12,31 +13,16 @@
 #include "gil.bpf.h"
 #include "emit.bpf.h"
 
-/* use_loop: walk with bpf_loop, else through tail calls into progs (a program array of ctx's
- * program type holding the matching walk_nolp). on_cpu: the GIL state is read here (an off-CPU
- * sample's was set at switch-out). All three are constants at each call site. */
-static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch *s,
-					 const struct pbp_proc *proc, __u64 pid_tgid, __u64 now,
-					 int use_loop, int on_cpu)
+/* Walk the frames from frame (the thread's first, of thread state ts in interpreter interp) and
+ * finish the sample. use_loop: walk with bpf_loop, else through tail calls into progs (a program
+ * array of ctx's program type holding the matching walk_nolp). A constant at each call site. */
+static __always_inline int walk_from(void *ctx, void *progs, struct scratch *s,
+				     const struct pbp_proc *proc, __u32 tgid, __u64 now, int use_loop,
+				     __u64 frame, __u64 interp, __u64 t)
 {
 	struct sample_info *si = &s->cur;
-	__u32 tgid = pid_tgid >> 32;
-	__u32 reason = PBP_OK;
-	__u64 frame = 0, interp = 0;
-	int have_frame = 0;
-	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
-	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
-	if (!ts)
-		return emit(si, 0, 0, 0, reason, 0);
-	if (on_cpu)
-		si->gil = gil_state_on_cpu(proc, interp, ts);
-
-	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
-	if (reason)
-		return emit(si, 0, 0, 0, reason, 0);
-	t = time_section(PBP_STAT_T_FRAME0, t);
 	if (!frame)
-		return emit(si, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
+		return walk_done(si, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
 	code_gen_read(&proc->off, s, interp, now, tgid);
 
 	struct frame_walk w = {};
@@ -59,7 +45,29 @@ static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch 
 		w.st.max_depth = nolp_chunk * PBP_NOLP_RUNS;
 	s->walk = w.st;
 	bpf_tail_call(ctx, progs, 0);
-	return emit(si, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
+	return walk_done(si, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
+}
+
+/* The on-CPU sample of the current thread: its thread state, first frame, walk, record. */
+static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch *s,
+					 const struct pbp_proc *proc, __u64 pid_tgid, __u64 now,
+					 int use_loop)
+{
+	struct sample_info *si = &s->cur;
+	__u32 reason = PBP_OK;
+	__u64 frame = 0, interp = 0;
+	int have_frame = 0;
+	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
+	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
+	if (!ts)
+		return emit(si, 0, 0, 0, reason, 0);
+	si->gil = gil_state_on_cpu(proc, interp, ts);
+
+	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
+	if (reason)
+		return emit(si, 0, 0, 0, reason, 0);
+	t = time_section(PBP_STAT_T_FRAME0, t);
+	return walk_from(ctx, progs, s, proc, pid_tgid >> 32, now, use_loop, frame, interp, t);
 }
 
 /* One chunk of the no-bpf_loop frame walk (the body of both walk_nolp programs); tail-calls

@@ -227,17 +227,31 @@ enum pbp_wait {
 
 /* ---- off-CPU tracking (--mode wall) ----------------------------------------------- */
 
-/* Per thread of a wall target (the offcpu map, key: host tid). Made by the sched_switch program
- * when the thread is switched out (or seeded by userspace for a thread already asleep when its
- * process was registered), consumed by the finish_task_switch program when it is switched in,
- * and deleted at its last switch-out (thread exit). Userspace reads what is left at a session's
- * end: the pending intervals and the sums not emitted yet. */
+/* Per thread of a wall target (the offcpu map, key: host tid). Made by userspace for every thread
+ * of a process when it becomes a wall target, and by the fork tracepoint for the threads it makes
+ * later; deleted at the thread's last switch-out (its exit). The sched_switch program walks the
+ * thread's stack when it is switched out (prev == current: its memory is readable) and keeps the
+ * stack id here with the switch-out time and the wait reason; at its switch-in (the next side of a
+ * later sched_switch) the interval ends and its record carries that stack id. Userspace reads
+ * what is left at a session's end: the pending intervals and the sums not emitted yet. */
 struct pbp_offcpu {
 	__u64 out_ns;                  /* when switched out; 0 = on CPU (no interval pending) */
 	__u64 sum_ns[PBP_WAIT_COUNT];  /* intervals shorter than min_block, per enum pbp_wait, not emitted yet */
+	__u64 stack_id;                /* the stack at the last switch-out (0: none, see reason) */
+	/* What stack_id was walked from: the thread state, the leaf frame (address, code object,
+	 * instruction word) and its caller (address, instruction word). A switch-out that reads
+	 * the same reuses stack_id without a walk (see bpf/offcpu.bpf.h). */
+	__u64 id_tstate, id_leaf, id_leaf_code, id_leaf_instr, id_caller, id_caller_instr;
+	__u64 walk_ns;                 /* when the thread's stack was last walked (the walk budget) */
 	__u32 tgid;
+	__u16 depth;                   /* of stack_id */
+	__u16 reason;                  /* enum pbp_reason of the walk (stack_id 0 and PBP_OK: never walked) */
+	__u16 stack_flags;             /* PBP_F_TRUNCATED / PBP_F_PARTIAL of the walk */
 	__u8 wait;                     /* enum pbp_wait of the pending interval */
 	__u8 gil;                      /* enum pbp_gil of the pending interval */
+	__u8 approx;                   /* the pending interval's switch-out was over the walk budget:
+					* stack_id is an earlier stack, its record is PBP_F_AGGREGATE */
+	__u8 fresh;                    /* stack_id is new in the stacks map: its first record wakes the consumer */
 	__u16 _pad;
 };
 
@@ -289,7 +303,10 @@ struct pbp_event {
 	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
 	X(SAMPLE_NS, "sample_ns")               /* time spent on profiled samples (entry to record) */ \
 	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */ \
-	X(OFFCPU_FULL, "offcpu_full")           /* wall: a target thread not tracked, the offcpu map full */
+	X(OFFCPU_FULL, "offcpu_full")           /* wall: a new thread of a target not tracked, the offcpu map full */ \
+	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
+	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
+	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

@@ -59,20 +59,6 @@ int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
     return 0;
 }
 
-// finish_task_switch's name in /proc/kallsyms: the compiler may have renamed it
-// (finish_task_switch.isra.0 on 6.x); "" when it is not there (inlined, or kallsyms hidden).
-std::string finish_task_switch_symbol() {
-    std::ifstream f("/proc/kallsyms");
-    std::string addr, type, name, found;
-    while (f >> addr >> type >> name) {
-        if (f.peek() != '\n') f.ignore(4096, '\n');  // [module]
-        if (type != "t" && type != "T") continue;
-        if (name == "finish_task_switch") return name;
-        if (found.empty() && name.rfind("finish_task_switch.", 0) == 0) found = name;
-    }
-    return found;
-}
-
 size_t pow2_at_least(size_t n) {
     size_t p = 1;
     while (p < n) p <<= 1;
@@ -98,18 +84,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, online_cpus().size() * (256 << 10));
     rb = pow2_at_least(rb);
 
-    // --mode wall needs a kprobe on finish_task_switch; without it the scheduler programs are
-    // not loaded at all, and a wall session says why.
-    s->switch_in_symbol_ = finish_task_switch_symbol();
-    bool wall = !s->switch_in_symbol_.empty();
-    if (!wall) s->wall_error_ = "finish_task_switch is not in /proc/kallsyms";
-    // libbpf attaches a kprobe through the kprobe PMU, or tracefs's kprobe_events (older kernels).
-    if (wall && access("/sys/bus/event_source/devices/kprobe", F_OK) != 0 &&
-        access("/sys/kernel/tracing/kprobe_events", F_OK) != 0 &&
-        access("/sys/kernel/debug/tracing/kprobe_events", F_OK) != 0) {
-        wall = false;
-        s->wall_error_ = "the kernel has no kprobes (CONFIG_KPROBES, CONFIG_KPROBE_EVENTS)";
-    }
+    // --mode wall: the sched_switch program. Loaded with the rest; a kernel that refuses it gets
+    // the sampler without it, and a wall session says why.
+    bool wall = true;
 
     // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
     // try the larger chunk, and a smaller one if this kernel's verifier gives up on it. A
@@ -131,10 +108,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
-        bpf_program__set_autoload(s->skel_->progs.on_switch_out, wall);
-        bpf_program__set_autoload(s->skel_->progs.on_switch_in, wall && s->use_loop_);
-        bpf_program__set_autoload(s->skel_->progs.on_switch_in_nolp, wall && !s->use_loop_);
-        bpf_program__set_autoload(s->skel_->progs.walk_nolp_k, wall && !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch, wall && s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch_nolp, wall && !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.walk_nolp_rt, wall && !s->use_loop_);
         bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
         s->skel_->rodata->wakeup_bytes = rb / 8;
         bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
@@ -153,7 +129,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         }
         if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) {
             attempt++;
-            wall = s->wall_error_.rfind("the kernel refused", 0) == 0 && !s->switch_in_symbol_.empty();
+            wall = s->wall_error_.rfind("the kernel refused", 0) == 0;
             if (wall) s->wall_error_.clear();
             continue;
         }
@@ -181,9 +157,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             error = std::string("cannot set up the frame walk's tail call: ") + strerror(errno);
             return nullptr;
         }
-        fd = bpf_program__fd(s->skel_->progs.walk_nolp_k);
+        fd = bpf_program__fd(s->skel_->progs.walk_nolp_rt);
         if (s->wall_error_.empty() &&
-            bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_kprogs), &key, &fd, BPF_ANY))
+            bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_rtprogs), &key, &fd, BPF_ANY))
             s->wall_error_ = std::string("cannot set up the off-CPU walk's tail call: ") + strerror(errno);
     }
 
@@ -334,19 +310,13 @@ bool BpfSampler::attach_wall(std::string& error) {
         error = wall_error_;
         return false;
     }
-    bpf_link* out = bpf_program__attach(skel_->progs.on_switch_out);
-    if (!out) {
+    bpf_program* prog = use_loop_ ? skel_->progs.on_switch : skel_->progs.on_switch_nolp;
+    bpf_link* l = bpf_program__attach(prog);
+    if (!l) {
         error = std::string("cannot attach to sched_switch: ") + strerror(errno);
         return false;
     }
-    bpf_program* in_prog = use_loop_ ? skel_->progs.on_switch_in : skel_->progs.on_switch_in_nolp;
-    bpf_link* in = bpf_program__attach_kprobe(in_prog, false, switch_in_symbol_.c_str());
-    if (!in) {
-        error = "cannot attach a kprobe to " + switch_in_symbol_ + ": " + strerror(errno);
-        bpf_link__destroy(out);
-        return false;
-    }
-    wall_links_ = {out, in};
+    wall_links_ = {l};
     return true;
 }
 
@@ -356,6 +326,11 @@ void BpfSampler::detach_wall() {
 }
 
 void BpfSampler::set_min_block(uint64_t ns) { skel_->data->min_block_ns = ns; }
+
+bool BpfSampler::lookup_process(pid_t pid, pbp_proc& out) const {
+    uint32_t key = static_cast<uint32_t>(pid);
+    return bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &out, sizeof out, 0) == 0;
+}
 
 bool BpfSampler::set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out) {
     uint32_t key = static_cast<uint32_t>(pid);
@@ -385,6 +360,15 @@ bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) {
     return bpf_map_update_elem(bpf_map__fd(skel_->maps.offcpu), &tid, &e, BPF_NOEXIST) == 0;
 }
 
+void BpfSampler::new_offcpu_epoch() { skel_->data->offcpu_epoch++; }
+
+bool BpfSampler::wall_link_alive() const {
+    if (wall_links_.empty()) return false;
+    struct bpf_link_info info {};
+    uint32_t len = sizeof(info);
+    return bpf_obj_get_info_by_fd(bpf_link__fd(wall_links_[0]), &info, &len) == 0 && info.prog_id != 0;
+}
+
 void BpfSampler::forget_offcpu(pid_t pid) {
     int fd = bpf_map__fd(skel_->maps.offcpu);
     for (auto& [tid, e] : offcpu_entries(pid)) bpf_map_delete_elem(fd, &tid);
@@ -403,10 +387,8 @@ BpfSampler::ProgStats stats_of(bpf_program* prog) {
 }
 }  // namespace
 
-BpfSampler::ProgStats BpfSampler::switch_out_stats() const { return stats_of(skel_->progs.on_switch_out); }
-
-BpfSampler::ProgStats BpfSampler::switch_in_stats() const {
-    return stats_of(use_loop_ ? skel_->progs.on_switch_in : skel_->progs.on_switch_in_nolp);
+BpfSampler::ProgStats BpfSampler::switch_stats() const {
+    return stats_of(use_loop_ ? skel_->progs.on_switch : skel_->progs.on_switch_nolp);
 }
 
 bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {

@@ -593,7 +593,7 @@ void Engine::on_record(const pbp_event& e) {
 void Engine::on_sample(const pbp_event& e) {
     auto it = targets_.find(static_cast<pid_t>(e.pid));
     if (it == targets_.end()) return;  // forgotten while its record was queued
-    uint32_t stack = store_->stack_for(e);
+    uint32_t stack = stack_for(e);
     registry_->on_sample(e.pid, e.tid);
     for (Session* s : it->second) {
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
@@ -770,14 +770,16 @@ Profile Engine::stop(Session* s) {
     const uint64_t end = mono_ns();
     if (s->cfg_.mode == ProfileMode::Wall) {
         flush_offcpu(*s, end);
-        if (cfg_.knobs.debug) {  // the scheduler programs' cost so far (bpf_stats: since they were loaded)
-            auto per = [](const BpfSampler::ProgStats& p) {
-                return std::to_string(p.run_cnt) + " runs, " +
-                       std::to_string(p.run_cnt ? p.run_time_ns / p.run_cnt : 0) + " ns each";
-            };
+        if (cfg_.knobs.debug) {  // the scheduler program's cost so far (bpf_stats: since it was loaded)
+            const auto p = sampler_->switch_stats();
+            const auto st = sampler_->stats();
             s->event({EngineEvent::Debug, 0, false, 0,
-                      "off-CPU programs: sched_switch " + per(sampler_->switch_out_stats()) +
-                          "; finish_task_switch " + per(sampler_->switch_in_stats())});
+                      "off-CPU program: sched_switch " + std::to_string(p.run_cnt) + " runs, " +
+                          std::to_string(p.run_cnt ? p.run_time_ns / p.run_cnt : 0) + " ns each; switch-outs " +
+                          std::to_string(st[PBP_STAT_OFFCPU_WALK]) + " walked, " +
+                          std::to_string(st[PBP_STAT_OFFCPU_REUSED]) + " reused (identity), " +
+                          std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
+                          std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
         }
     }
     registry_->refresh_thread_names();
@@ -861,41 +863,75 @@ void Engine::update_wall(pid_t pid) {
     } else {
         wall_pids_.erase(pid);
         sampler_->forget_offcpu(pid);
+        for (auto t = seed_stacks_.begin(); t != seed_stacks_.end();)
+            t = t->second.pid == pid ? seed_stacks_.erase(t) : std::next(t);
     }
 }
 
-// A thread asleep now is never switched out while it is tracked, so BPF has no entry for it:
-// one is made here, its interval starting now (what came before is before every session that
-// wants it). Its reason comes from /proc: S sleeping, D uninterruptible. (Whether an S thread
-// waits for the GIL would need the GIL's layout: it counts as sleeping.) An entry BPF made
-// meanwhile is kept: the thread was switched out after tracking began, BPF knows better.
+// Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
+// one asleep has its interval start now (what came before is before every session that wants
+// it), its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
+// GIL would need the GIL's layout: it counts as sleeping), and its stack read now from its
+// memory: it was never switched out while tracked, so BPF has not walked it, and until it runs
+// its stack stays the one it blocks with (seed_stacks_, used by its first record). One running
+// is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
 void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
     const uint64_t now = mono_ns();
+    std::vector<cpython::ThreadStack> stacks;
+    std::string err;
+    bool have_stacks = false;
     for (pid_t tid : procfs::tids(pid)) {
         auto st = procfs::read_task_status(pid, tid);
-        if (!st || (st->state != 'S' && st->state != 'D')) continue;
+        if (!st) continue;
         pbp_offcpu e{};
-        e.out_ns = now;
         e.tgid = static_cast<uint32_t>(pid);
-        e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
         e.gil = proc.off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
+        if (st->state == 'S' || st->state == 'D') {
+            e.out_ns = now;
+            e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
+            if (!have_stacks) {  // once, when the first asleep thread is met
+                have_stacks = true;
+                if (!cpython::read_thread_stacks(pid, proc, stacks, err)) stacks.clear();
+            }
+            for (auto& ts : stacks)
+                if (ts.tid == static_cast<uint32_t>(tid) && !ts.frames.empty())
+                    seed_stacks_[static_cast<uint32_t>(tid)] = {pid, ts};
+        }
         sampler_->seed_offcpu(static_cast<uint32_t>(tid), e);
     }
+    sampler_->new_offcpu_epoch();
 }
 
-void Engine::deliver(Session& s, const pbp_event& e) {
-    uint32_t stack = store_->stack_for(e);
+uint32_t Engine::stack_for(const pbp_event& e) {
+    // Stack id 0 with no reason: the entry was never walked by BPF (seeded asleep): its stack
+    // as read when it was seeded, or the wait leaf alone.
+    if (e.kind == PBP_KIND_OFF_CPU && !e.stack_id && e.reason == PBP_OK) {
+        auto it = seed_stacks_.find(e.tid);
+        if (it != seed_stacks_.end() && it->second.pid == static_cast<pid_t>(e.pid)) {
+            const auto& ts = it->second.stack;
+            return store_->stack_for_frames(static_cast<pid_t>(e.pid), ts.frames, ts.flags, ts.reason, e.wait);
+        }
+    }
+    return store_->stack_for(e);
+}
+
+void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {
     registry_->on_sample(e.pid, e.tid);
     s.agg_->on_sample(e, stack);
 }
 
-// The samples have no stack yet: the wait leaf alone, under the thread (the thread's Python
-// stack read from its memory is the next step, userspace/cpython/thread_stacks.h).
+// A wall session's end: what BPF has not emitted yet. A pending interval carries the stack BPF
+// walked at its switch-out; one never walked (a thread asleep from before the session to its
+// end) gets the thread's stack read now from its memory (the same frames a BPF walk gives), or
+// the one read when it was seeded, or, when neither read worked, the wait leaf alone (counted:
+// offcpu_stackless_). Sums of short intervals go on the last walked stack.
 void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
     s.end_mono_ns_ = end_ns;
     for (pid_t pid : s.targets_) {
         if (!wall_pids_.count(pid)) continue;
         auto entries = sampler_->offcpu_entries(pid);
+        std::vector<cpython::ThreadStack> now_stacks;
+        bool read_tried = false;
         for (auto& [tid, en] : entries) {
             pbp_event e{};
             e.type = PBP_EV_SAMPLE;
@@ -903,21 +939,47 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
             e.tid = tid;
             e.ts_ns = end_ns;
             e.kind = PBP_KIND_OFF_CPU;
-            e.reason = PBP_OK;
+            e.stack_id = en.stack_id;
+            e.depth = en.depth;
+            e.reason = en.reason;
+            e.flags = en.stack_flags;
             const uint64_t span = end_ns - s.start_mono_ns_;  // nothing counts from before it began
             if (en.out_ns && en.out_ns < end_ns && en.wait > PBP_WAIT_NONE && en.wait < PBP_WAIT_COUNT) {
-                e.weight_ns = std::min<uint64_t>(end_ns - en.out_ns, span);
-                e.wait = en.wait;
-                e.gil = en.gil;
-                if (e.weight_ns) deliver(s, e);
+                pbp_event p = e;
+                p.weight_ns = std::min<uint64_t>(end_ns - en.out_ns, span);
+                p.wait = en.wait;
+                p.gil = en.gil;
+                if (en.approx) p.flags |= PBP_F_AGGREGATE;
+                uint32_t stack = 0;
+                bool have = false;
+                if (!en.stack_id && en.reason == PBP_OK) {  // never walked
+                    if (!read_tried) {
+                        read_tried = true;
+                        pbp_proc proc{};
+                        std::string err;
+                        if (!sampler_->lookup_process(pid, proc) ||
+                            !cpython::read_thread_stacks(pid, proc, now_stacks, err))
+                            now_stacks.clear();
+                    }
+                    for (auto& ts : now_stacks)
+                        if (ts.tid == tid && !ts.frames.empty()) {
+                            stack = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, p.wait);
+                            have = true;
+                            break;
+                        }
+                    if (!have && !seed_stacks_.count(tid)) offcpu_stackless_++;
+                }
+                if (!have) stack = stack_for(p);
+                if (p.weight_ns) deliver(s, p, stack);
             }
             for (uint8_t w = PBP_WAIT_SLEEP; w < PBP_WAIT_COUNT; w++) {
                 if (!en.sum_ns[w]) continue;
-                e.weight_ns = std::min<uint64_t>(en.sum_ns[w], span);
-                e.wait = w;
-                e.gil = w == PBP_WAIT_GIL ? PBP_GIL_WAITING : en.gil == PBP_GIL_NA ? PBP_GIL_NA : PBP_GIL_NEITHER;
-                e.flags = PBP_F_AGGREGATE;
-                deliver(s, e);
+                pbp_event a = e;
+                a.weight_ns = std::min<uint64_t>(en.sum_ns[w], span);
+                a.wait = w;
+                a.gil = w == PBP_WAIT_GIL ? PBP_GIL_WAITING : en.gil == PBP_GIL_NA ? PBP_GIL_NA : PBP_GIL_NEITHER;
+                a.flags |= PBP_F_AGGREGATE;
+                deliver(s, a, stack_for(a));
             }
         }
     }

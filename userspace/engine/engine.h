@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "cpython/thread_stacks.h"
 #include "engine/knobs.h"
 #include "engine/profile.h"
 #include "pybpfprof/abi.h"
@@ -265,7 +266,10 @@ private:
     // A wall session's end: its targets' threads still off CPU, and their sums of short
     // intervals not emitted yet, become its samples up to end_ns.
     void flush_offcpu(Session& s, uint64_t end_ns);
-    void deliver(Session& s, const pbp_event& e);
+    void deliver(Session& s, const pbp_event& e, uint32_t stack);
+    // The stack of a sample record (StackStore::stack_for), or for an off-CPU record of a thread
+    // BPF never walked, the stack read when it was seeded.
+    uint32_t stack_for(const pbp_event& e);
     // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
     // none); false and error when the perf events cannot be reopened (the old rate is kept).
     bool apply_rate(double joining_hz, std::string& error);
@@ -284,6 +288,12 @@ private:
     std::map<pid_t, std::set<Session*>> targets_;
     std::set<pid_t> live_;  // the keys of targets_ (what the resource sampler reads)
     std::set<pid_t> wall_pids_;  // those tracked off CPU (PBP_PROC_WALL)
+    struct SeedStack {
+        pid_t pid;
+        cpython::ThreadStack stack;
+    };
+    std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
+    uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
     struct Pending {
         uint64_t since_ns;
         size_t attempt;

@@ -103,8 +103,9 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
 }
 
 uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                                      uint16_t reason) {
-    if (leaf_first.empty()) return synthetic_stack(reason_label(reason));
+                                      uint16_t reason, uint32_t wait) {
+    if (wait >= PBP_WAIT_COUNT) wait = 0;
+    if (leaf_first.empty()) return synthetic_stack(reason_label(reason), wait);
     // Not cached by an id: such stacks are read a few times per process (a session's end, a
     // dump), and the Symbolizer caches per code object and instruction anyway.
     size_t n = std::min<size_t>(leaf_first.size(), PBP_MAX_DEPTH);
@@ -116,7 +117,7 @@ uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& l
     b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
     uint32_t variant = (flags & PBP_F_PARTIAL) ? 2 + reason : (flags & PBP_F_TRUNCATED) ? 1 : 0;
-    return variant_stack(b, variant);
+    return variant_stack(b, variant | (wait << kWaitShift));
 }
 
 }  // namespace pbp

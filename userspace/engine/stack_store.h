@@ -45,9 +45,9 @@ public:
     // The same for a stack read from userspace (cpython::read_thread_stacks): its frames in
     // BPF's format, leaf first, symbolized by the same Symbolizer, so a stack read this way
     // and a BPF sample of the same frames land on the same stack. No frames: the one-frame
-    // "[reason]" stack.
+    // "[reason]" stack. wait: an off-CPU sample's enum pbp_wait (its leaf), 0 for none.
     uint32_t stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                              uint16_t reason);
+                              uint16_t reason, uint32_t wait = 0);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).
