@@ -319,7 +319,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     if (cfg.mode == ProfileMode::Wall && !sampler_->wall_error().empty()) {
         status = Status::cannot_profile("--mode wall is not available on kernel " + kernel_release() + ": " +
                                         sampler_->wall_error() +
-                                        "; use a kernel with BTF, kprobes and finish_task_switch in /proc/kallsyms "
+                                        "; use a kernel with BTF and the sched_switch tracepoint "
                                         "(Debian's 5.10+ kernels have them), or --mode cpu");
         return nullptr;
     }
