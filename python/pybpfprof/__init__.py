@@ -30,13 +30,14 @@ from ._errors import (AgentProtocolError, AgentUnavailableError, ProfilingError,
                       ProfilingWarning, PybpfprofError)
 from .api import Profile, profile, write_atomically  # noqa: E402
 from .formats import format_for_path, format_names, known_extensions_text  # noqa: E402
-from .session import ProfileResult, Session, TopFunction, find_binary, parse_top  # noqa: E402
+from .session import (ProfileResult, Session, TopFunction, find_binary, parse_mode_lines,  # noqa: E402
+                      parse_top)
 from ._protocol import DEFAULT_SOCKET, socket_path  # noqa: E402
 from .merge import merge  # noqa: E402
 
 __all__ = [
     "profile", "Profile", "Session", "ProfileResult", "TopFunction",
     "PybpfprofError", "AgentUnavailableError", "ProfilingError", "AgentProtocolError", "ProfilingWarning",
-    "format_for_path", "format_names", "known_extensions_text", "parse_top", "find_binary", "socket_path",
+    "format_for_path", "format_names", "known_extensions_text", "parse_top", "parse_mode_lines", "find_binary", "socket_path",
     "write_atomically", "DEFAULT_SOCKET", "merge",
 ]

@@ -32,6 +32,9 @@ MAX_PID = 4194304
 MIN_RATE_HZ = 1
 MAX_RATE_HZ = 10000
 MAX_DURATION_S = 31 * 24 * 3600
+MODES = ("cpu", "wall", "gil")
+MIN_BLOCK_S = 10e-6  # 'min_block_us' from 10 ...
+MAX_BLOCK_S = 1.0    # ... to 1000000
 
 # How much one recv() asks for.
 _CHUNK = 1 << 20
@@ -291,3 +294,22 @@ def check_number(name, value, low, high, what):
     if not (low <= value <= high):  # also refuses NaN
         raise ValueError("%s must be %s from %g to %g (got %r)" % (name, what, low, high, value))
     return value
+
+
+def check_mode(mode, min_block):
+    """mode and min_block as the agent takes them ('mode', 'min_block_us'): mode one of
+    "cpu", "wall", "gil" (any case); min_block None, or seconds from 10e-6 to 1 and only
+    with mode "wall". Returns (mode, min_block_us or None). Raises TypeError/ValueError
+    naming what is wrong and the fix."""
+    if not isinstance(mode, str) or mode.lower() not in MODES:
+        raise ValueError("mode must be 'cpu' (on-CPU time), 'wall' (on- and off-CPU time) or 'gil' (on-CPU time "
+                         "holding the GIL) (got %r)" % (mode,))
+    mode = mode.lower()
+    if min_block is None:
+        return mode, None
+    check_number("min_block", min_block, MIN_BLOCK_S, MAX_BLOCK_S, "a number of seconds")
+    if mode != "wall":
+        raise ValueError("min_block only applies to mode='wall' (it bounds the off-CPU intervals kept one by one); "
+                         "pass mode='wall', or leave min_block out")
+    # Whole microseconds, as the agent's protocol carries it (and the CLI rounds it).
+    return mode, max(10, min(1000000, int(round(min_block * 1e6))))

@@ -100,13 +100,16 @@ class Profile(object):
     the result.
 
     After the block: ``path`` (the file written, made absolute when the block began), ``format``, ``samples``, ``processes``,
-    ``threads``, ``lost``, ``duration`` (seconds), ``top`` (a list of TopFunction:
+    ``threads``, ``lost``, ``duration`` (seconds), ``on_cpu`` and ``off_cpu`` (seconds seen
+    on and off CPU; off CPU is sampled in mode "wall" only), ``gil`` (seconds by GIL
+    state), ``top`` (a list of TopFunction:
     (self %, total %, function, "file:line")), ``top_text`` (the same as text),
     ``summary`` (the agent's summary dict), ``result`` (the ProfileResult: the bytes),
-    ``report_path``, ``warnings``. Before the end of the block they are None (or empty)."""
+    ``report_path``, ``warnings``. Before the end of the block they are None (or empty).
+    ``mode`` and ``min_block`` are what was asked (see profile())."""
 
     def __init__(self, path, rate=99, pids=None, children=True, duration=None, report=None, format=None,
-                 socket_path=None, backend="auto"):
+                 socket_path=None, backend="auto", mode="cpu", min_block=None):
         self.path = os.fspath(path)
         fmt = format.lower() if isinstance(format, str) else format
         if fmt is None:
@@ -122,13 +125,18 @@ class Profile(object):
         # Checked now, before anything starts (a session refused later would lose nothing,
         # but a typo in a path is better said at once).
         self._session = Session(pids=pids, children=children, rate=rate, duration=duration, format=fmt,
-                                report=self.report_path is not None, socket_path=socket_path, backend=backend)
+                                report=self.report_path is not None, socket_path=socket_path, backend=backend,
+                                mode=mode, min_block=min_block)
         self.rate = rate
+        self.mode = self._session.mode
+        self.min_block = self._session.min_block
         self.pids = self._session.pids
         self.children = self._session.children
         self.result = None
         self.summary = None
         self.samples = self.processes = self.threads = self.lost = self.duration = None
+        self.on_cpu = self.off_cpu = None
+        self.gil = {}
         self.top = []
         self.top_text = ""
         self.warnings = []
@@ -190,6 +198,9 @@ class Profile(object):
         self.threads = result.threads
         self.lost = result.lost
         self.duration = result.duration
+        self.on_cpu = result.on_cpu
+        self.off_cpu = result.off_cpu
+        self.gil = result.gil
         self.top = result.top
         self.top_text = result.top_text
         self.warnings = result.warnings
@@ -238,7 +249,8 @@ class Profile(object):
         return "\n".join(out)
 
 
-def profile(path, rate=99, pids=None, children=True, duration=None, report=None, format=None, **kwargs):
+def profile(path, rate=99, pids=None, children=True, duration=None, report=None, format=None, mode="cpu",
+            min_block=None, **kwargs):
     """Profiles the block into ``path``::
 
         with pybpfprof.profile("out.html") as p:
@@ -249,7 +261,11 @@ def profile(path, rate=99, pids=None, children=True, duration=None, report=None,
     CPU. ``duration``: stop sampling after this many seconds (default: at the end of the
     block). ``report``: also write the HTML report to this path. ``format``: the output
     format (default: from the path's extension, as ``pybpfprof -o``: .html/.htm,
-    .speedscope.json/.json, .folded/.collapsed, .pb.gz/.pprof). Also ``socket_path`` (the
+    .speedscope.json/.json, .folded/.collapsed, .pb.gz/.pprof). ``mode``: "cpu" (on-CPU
+    time, the default), "wall" (on- and off-CPU time: where threads wait too) or "gil" (only
+    the samples that hold the GIL), as ``pybpfprof --mode``; ``min_block``: with "wall", the
+    off-CPU interval in seconds under which intervals are summed rather than kept one by one
+    (10e-6 to 1, default 0.001), as ``--min-block`` (docs/modes.md). Also ``socket_path`` (the
     agent's socket) and ``backend`` ("auto", "agent", "direct"), as for Session.
 
     Goes through the local pybpfprof agent, or runs the pybpfprof binary when there is
@@ -257,4 +273,4 @@ def profile(path, rate=99, pids=None, children=True, duration=None, report=None,
     is possible, ProfilingError when the agent refuses. The file is written atomically
     at the end of the block, also when the block raises (its exception propagates)."""
     return Profile(path, rate=rate, pids=pids, children=children, duration=duration, report=report, format=format,
-                   **kwargs)
+                   mode=mode, min_block=min_block, **kwargs)

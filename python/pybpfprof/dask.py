@@ -45,6 +45,7 @@ import time
 import uuid
 import warnings
 
+from . import _protocol
 from ._errors import ProfilingError, ProfilingWarning
 from .api import write_atomically
 from .formats import format_for_path, format_names, known_extensions_text
@@ -93,7 +94,8 @@ def _start_here(token, options):
     s = Session(pids=[os.getpid()], children=options.get("children", False), rate=options["rate"],
                 duration=options.get("max_duration"), format=options["format"],
                 socket_path=options.get("socket_path"), backend=options.get("backend", "auto"),
-                timeout=options.get("start_timeout", 30.0))
+                timeout=options.get("start_timeout", 30.0), mode=options.get("mode", "cpu"),
+                min_block=options.get("min_block"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ProfilingWarning)
         s.start()
@@ -270,7 +272,7 @@ class DaskProfile(object):
 
     def __init__(self, client, path, scheduler=True, workers=True, rate=99, format=None, timeout=120.0,
                  socket_path=None, backend="auto", merge_on="auto", tasks=True, max_duration=None,
-                 keep_parts=False):
+                 keep_parts=False, mode="cpu", min_block=None):
         if not scheduler and not workers:
             raise ValueError("nothing to profile: scheduler and workers are both False")
         self.client = client
@@ -292,10 +294,13 @@ class DaskProfile(object):
         self.merge_on_choice = merge_on
         self.collect_tasks = bool(tasks)
         self.keep_parts = bool(keep_parts)
+        # Checks the arguments here, before anything runs.
+        check = Session(pids=[os.getpid()], rate=rate, duration=max_duration, format="speedscope",
+                        backend=backend, mode=mode, min_block=min_block)
+        self.mode, self.min_block = check.mode, check.min_block
         self.options = {"rate": rate, "format": RAW_FORMAT, "socket_path": socket_path, "backend": backend,
-                        "max_duration": max_duration, "children": False}
-        Session(pids=[os.getpid()], rate=rate, duration=max_duration, format="speedscope",
-                backend=backend)  # checks the arguments here, before anything runs
+                        "max_duration": max_duration, "children": False, "mode": self.mode,
+                        "min_block": self.min_block}
         self.token = None
         self.started = {}   # role -> identity from _start_here
         self.addresses = {}  # role -> worker address (None for the scheduler)
@@ -502,7 +507,7 @@ def _describe(e):
 
 
 def profile(client, path, scheduler=True, workers=True, rate=99, format=None, timeout=120.0, socket_path=None,
-            backend="auto", merge_on="auto", tasks=True, max_duration=None):
+            backend="auto", merge_on="auto", tasks=True, max_duration=None, mode="cpu", min_block=None):
     """Profiles a Dask cluster for the duration of a ``with`` block into one file.
 
     ``client``: a ``distributed.Client``. ``path``: the merged file, in the format of its
@@ -514,23 +519,28 @@ def profile(client, path, scheduler=True, workers=True, rate=99, format=None, ti
     "auto" (the client's machine if it has the pybpfprof binary, else the scheduler's),
     "client" or "scheduler". ``tasks``: collect the task stream into the report.
     ``max_duration``: stop sampling after this many seconds even if the block goes on.
+    ``mode``/``min_block``: as ``pybpfprof.profile`` ("cpu", "wall" or "gil"; docs/modes.md),
+    in every process: "wall" shows where the scheduler's event loop and idle workers wait.
 
     Returns a DaskProfile; the file is written when the block ends, also when it raised."""
     return DaskProfile(client, path, scheduler=scheduler, workers=workers, rate=rate, format=format,
                        timeout=timeout, socket_path=socket_path, backend=backend, merge_on=merge_on, tasks=tasks,
-                       max_duration=max_duration)
+                       max_duration=max_duration, mode=mode, min_block=min_block)
 
 
 class _SchedulerProfile(object):
-    def __init__(self, path, client, rate, format, timeout, socket_path, backend, ignored):
+    def __init__(self, path, client, rate, format, timeout, socket_path, backend, ignored, mode="cpu",
+                 min_block=None):
         self.path = os.path.abspath(os.fspath(path))
         self.client = client
         fmt = format or format_for_path(self.path) or "speedscope"
         if fmt not in format_names():
             raise ValueError("format %r is not an output format; choose one of %s" % (fmt, ", ".join(format_names())))
         self.format = fmt
+        mode, min_us = _protocol.check_mode(mode, min_block)
+        self.mode, self.min_block = mode, None if min_us is None else min_us / 1e6
         self.options = {"rate": rate, "format": fmt, "socket_path": socket_path, "backend": backend,
-                        "children": False}
+                        "children": False, "mode": self.mode, "min_block": self.min_block}
         self.timeout = timeout
         self.token = None
         self.result = None
@@ -569,12 +579,20 @@ class _SchedulerProfile(object):
 
 
 def profile_scheduler(output="profile.json", client=None, rate=99, format=None, timeout=120.0, socket_path=None,
-                      backend="auto", **pyspy_options):
+                      backend="auto", mode=None, min_block=None, **pyspy_options):
     """The drop-in for distributed-pyspy's ``pyspy_on_scheduler(output, client=None,
     **kwargs)``: profiles the scheduler's process for the duration of a ``with`` block and
     writes ``output`` on the client — speedscope JSON by default, like py-spy's
     ``profile.json``; another format from the extension or ``format``. ``client`` defaults to
-    ``distributed.get_client()``. py-spy's own options (``native``, ``idle``, ``gil``,
-    ``nonblocking``, ...) have no meaning here and are ignored with a warning; ``rate`` is
-    samples per second, as py-spy's."""
-    return _SchedulerProfile(output, client, rate, format, timeout, socket_path, backend, sorted(pyspy_options))
+    ``distributed.get_client()``. ``mode``/``min_block``: as ``pybpfprof.profile`` (default
+    "cpu"). py-spy's ``idle=True`` is mode "wall" and ``gil=True`` mode "gil" (both: "gil",
+    as ``pybpfprof-py-spy --idle --gil``); its other options (``native``, ``nonblocking``,
+    ...) have no meaning here and are ignored with a warning; ``rate`` is samples per second,
+    as py-spy's."""
+    idle, gil = bool(pyspy_options.pop("idle", False)), bool(pyspy_options.pop("gil", False))
+    pyspy_mode = "gil" if gil else "wall" if idle else None
+    if mode is not None and pyspy_mode is not None and str(mode).lower() != pyspy_mode:
+        raise ValueError("mode=%r and py-spy's %s=True ask for different modes; give only mode=" % (
+            mode, "gil" if gil else "idle"))
+    return _SchedulerProfile(output, client, rate, format, timeout, socket_path, backend, sorted(pyspy_options),
+                             mode=mode or pyspy_mode or "cpu", min_block=min_block)

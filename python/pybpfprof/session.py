@@ -34,8 +34,8 @@ from . import _protocol
 from ._errors import AgentUnavailableError, ProfilingError, ProfilingWarning
 from .formats import default_extension, format_names
 
-__all__ = ["Session", "ProfileResult", "TopFunction", "parse_top", "parse_counts", "find_binary",
-           "may_load_bpf"]
+__all__ = ["Session", "ProfileResult", "TopFunction", "parse_top", "parse_counts", "parse_mode_lines",
+           "find_binary", "may_load_bpf"]
 
 BIN_ENV = "PYBPFPROF_BIN"
 
@@ -97,6 +97,32 @@ def parse_counts(counts):
     return out
 
 
+def _seconds(ns):
+    return ns / 1e9 if isinstance(ns, (int, float)) and not isinstance(ns, bool) else None
+
+
+# The summary's mode lines (mode_lines() in text_summary.cpp), as the binary prints them.
+_MODE_LINE = re.compile(r"^  mode (cpu|wall|gil): (\d+\.\d+) s on CPU(?:, (\d+\.\d+) s off CPU)?"
+                        r"(?: \((\d+\.\d+) s of it in intervals shorter than)?")
+_GIL_PART = re.compile(r"(\d+\.\d+) s (held|waiting|neither|n/a)")
+
+
+def parse_mode_lines(lines, min_block_ns=0):
+    """The summary fields of the mode lines among lines (the binary's stderr): mode,
+    on_cpu_ns, off_cpu_ns, aggregate_ns, min_block_ns, gil_ns; {} when there is none."""
+    out = {}
+    for line in lines:
+        m = _MODE_LINE.match(line)
+        if m:
+            ns = lambda text: int(round(float(text) * 1e9)) if text else 0
+            out.update({"mode": m.group(1), "on_cpu_ns": ns(m.group(2)), "off_cpu_ns": ns(m.group(3)),
+                        "aggregate_ns": ns(m.group(4)), "min_block_ns": min_block_ns if m.group(1) == "wall" else 0,
+                        "gil_ns": {}})
+        elif line.startswith("  GIL: ") and out:
+            out["gil_ns"] = {state: int(round(float(sec) * 1e9)) for sec, state in _GIL_PART.findall(line)}
+    return out
+
+
 class ProfileResult(object):
     """A profile and what the run says about it.
 
@@ -104,7 +130,11 @@ class ProfileResult(object):
     None; ``summary``: the agent's summary (docs/agent-protocol.md, "profile"; empty for a
     snapshot); ``final``: the answer to stop() (not a snapshot); ``warnings``: the
     agent's warning and error events of the session; ``progress``: the last progress
-    message (samples, processes, lost, elapsed_s) when there was one."""
+    message (samples, processes, lost, elapsed_s) when there was one. ``mode`` ("cpu",
+    "wall", "gil"), ``on_cpu`` and ``off_cpu`` (seconds seen on and off CPU: summed sample
+    weights), ``min_block`` (seconds, wall mode), ``gil`` (seconds by GIL state: "held",
+    "waiting", "neither", "n/a"; empty when no sample's state is known): from the summary,
+    None (or empty) for a snapshot."""
 
     def __init__(self, data, summary, format, final=True, report=None, backend="agent", warnings=(),
                  progress=None, log=""):
@@ -128,6 +158,13 @@ class ProfileResult(object):
         self.duration = self.summary.get("duration_s", self.progress.get("elapsed_s"))
         self.exited_early = [(e.get("pid"), e.get("samples")) for e in self.summary.get("exited_early", [])
                              if isinstance(e, dict)]
+        # The mode and the time it saw (seconds); None in a snapshot.
+        self.mode = self.summary.get("mode")
+        self.on_cpu = _seconds(self.summary.get("on_cpu_ns"))
+        self.off_cpu = _seconds(self.summary.get("off_cpu_ns"))
+        self.min_block = _seconds(self.summary.get("min_block_ns")) or None
+        gil = self.summary.get("gil_ns")
+        self.gil = {k: _seconds(v) for k, v in gil.items()} if isinstance(gil, dict) else {}
 
     def __iter__(self):
         # data, summary = result
@@ -184,15 +221,23 @@ class Session(object):
     /run/pybpfprof/agent.sock). ``backend``: "auto" (the agent, else the binary when this
     process may load BPF), "agent" or "direct". ``on_event``: called with each event dict
     of the agent (``{"kind": "target_added", "pid": ...}``), from the reader thread.
-    ``timeout``: seconds to wait for the session to start.
+    ``timeout``: seconds to wait for the session to start. ``mode``: "cpu" (on-CPU stacks, the
+    default), "wall" (on-CPU stacks and every off-CPU interval of the targets' threads, under
+    a leaf saying why they waited) or "gil" (the on-CPU samples that hold the GIL); see
+    docs/modes.md. ``min_block``: with mode "wall", the off-CPU interval in seconds under
+    which intervals are summed per thread and reason rather than kept one by one (10e-6 to 1;
+    default 0.001).
 
     Thread-safe: start, snapshot and stop may be called from different threads (one
     request at a time). Warnings of the agent are issued (warnings.warn, category
     ProfilingWarning) by start(), snapshot() and stop(), on the calling thread."""
 
     def __init__(self, pids=None, children=True, rate=99, duration=None, format="speedscope", report=False,
-                 socket_path=None, backend="auto", on_event=None, timeout=30.0, binary=None):
+                 socket_path=None, backend="auto", on_event=None, timeout=30.0, binary=None, mode="cpu",
+                 min_block=None):
         self.pids = _protocol.check_pids(os.getpid() if pids is None else pids)
+        self.mode, self._min_block_us = _protocol.check_mode(mode, min_block)
+        self.min_block = None if self._min_block_us is None else self._min_block_us / 1e6
         self.children = bool(children)
         self.rate = _protocol.check_number("rate", rate, _protocol.MIN_RATE_HZ, _protocol.MAX_RATE_HZ,
                                            "a number of samples per second")
@@ -331,8 +376,8 @@ class Session(object):
     def __repr__(self):
         state = "not started" if self._impl is None else "stopped" if self._stopped else \
             ("ended: %s" % self.done_reason) if self.done_reason else "running"
-        return "<pybpfprof.Session pids=%r children=%r rate=%r %s%s>" % (
-            self.pids, self.children, self.rate, state, (" via %s" % self.backend) if self.backend else "")
+        return "<pybpfprof.Session pids=%r children=%r rate=%r mode=%r %s%s>" % (
+            self.pids, self.children, self.rate, self.mode, state, (" via %s" % self.backend) if self.backend else "")
 
     # ---- internals -----------------------------------------------------------------------
     def _running(self, what):
@@ -411,6 +456,12 @@ class _AgentSession(_Common):
             req["duration_s"] = s.duration
         if s.report:
             req["report"] = True
+        # Sent only when not the default, so that an agent older than the modes still serves
+        # cpu sessions (it refuses fields it does not know).
+        if s.mode != "cpu":
+            req["mode"] = s.mode
+        if s._min_block_us is not None:
+            req["min_block_us"] = s._min_block_us
         try:
             _protocol.send_request(self.sock, req)
             deadline = time.monotonic() + s.timeout
@@ -577,6 +628,10 @@ class _DirectSession(_Common):
             cmd += ["-d", repr(s.duration)]
         if self.report_path:
             cmd += ["--report", self.report_path]
+        if s.mode != "cpu":
+            cmd += ["--mode", s.mode]
+        if s._min_block_us is not None:
+            cmd += ["--min-block", "%dus" % s._min_block_us]
         self.t0 = time.monotonic()
         # Its own session: a Ctrl-C at the terminal reaches this program, which stops it.
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -667,9 +722,12 @@ class _DirectSession(_Common):
                 m = re.match(r"pybpfprof: PID (\d+) \((.*)\) was not sampled during", line)
                 if m:
                     not_sampled.append({"pid": int(m.group(1)), "comm": m.group(2)})
-        return {"nothing_found": "", "counts": counts, "truncated": 0, "max_depth": 0, "bpf_cost": "",
-                "duration_s": round(duration, 3), "not_sampled": not_sampled, "exited_early": exited,
-                "top": "".join(l + "\n" for l in top)}
+        summary = {"nothing_found": "", "counts": counts, "truncated": 0, "max_depth": 0, "bpf_cost": "",
+                   "duration_s": round(duration, 3), "not_sampled": not_sampled, "exited_early": exited,
+                   "top": "".join(l + "\n" for l in top)}
+        min_block_ns = (self.s._min_block_us if self.s._min_block_us is not None else 1000) * 1000
+        summary.update(parse_mode_lines(self.lines, min_block_ns))
+        return summary
 
     def close(self):
         self.stopping = True

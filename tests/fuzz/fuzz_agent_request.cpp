@@ -76,6 +76,9 @@ void check_limits(const Request& r, const std::string& text) {
             require(s.max_depth >= 0 && s.max_depth <= PBP_MAX_DEPTH, "start: max_depth", text);
             require(std::find(kFormats.begin(), kFormats.end(), s.format) != kFormats.end(), "start: format", text);
             require(s.group_by == "process" || s.group_by == "pod", "start: group_by", text);
+            require(s.mode == "cpu" || s.mode == "wall" || s.mode == "gil", "start: mode", text);
+            require(s.min_block_us >= kMinMinBlockUs && s.min_block_us <= kMaxMinBlockUs, "start: min_block_us", text);
+            require(s.mode == "wall" || s.min_block_us == kDefaultMinBlockUs, "start: min_block_us without wall", text);
             break;
         }
         case Request::Op::Snapshot:

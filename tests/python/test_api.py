@@ -326,6 +326,52 @@ class ProtocolClient(unittest.TestCase):
         with self.assertRaises(ValueError):
             pybpfprof.Session(format="svgz")
 
+    def test_mode_and_min_block_are_checked(self):
+        self.assertEqual(pybpfprof.Session().mode, "cpu")
+        self.assertIsNone(pybpfprof.Session().min_block)
+        self.assertEqual(pybpfprof.Session(mode="GIL").mode, "gil")
+        s = pybpfprof.Session(mode="wall", min_block=0.0025)
+        self.assertEqual((s.mode, s.min_block, s._min_block_us), ("wall", 0.0025, 2500))
+        self.assertEqual(pybpfprof.Session(mode="wall", min_block=1).min_block, 1.0)
+        self.assertEqual(pybpfprof.Session(mode="wall", min_block=10e-6)._min_block_us, 10)
+        for mode in ("idle", "", None, 1, "off-cpu"):
+            with self.assertRaisesRegex(ValueError, r"mode must be 'cpu' \(on-CPU time\), 'wall' .* \(got "):
+                pybpfprof.Session(mode=mode)
+        for bad in (0, 5e-6, 1.5, -0.001, float("nan"), float("inf")):
+            with self.assertRaisesRegex(ValueError, r"min_block must be a number of seconds from 1e-05 to 1 \(got "):
+                pybpfprof.Session(mode="wall", min_block=bad)
+        for bad in ("1ms", True, [0.001]):
+            with self.assertRaisesRegex(TypeError, "min_block must be a number"):
+                pybpfprof.Session(mode="wall", min_block=bad)
+        for mode in ("cpu", "gil"):
+            with self.assertRaisesRegex(ValueError, "min_block only applies to mode='wall'.*pass mode='wall', or leave "
+                                                    "min_block out"):
+                pybpfprof.Session(mode=mode, min_block=0.002)
+        with self.assertRaises(ValueError):
+            pybpfprof.profile("/tmp/x.json", mode="wal")
+        self.assertEqual(pybpfprof.profile("/tmp/x.json", mode="wall", min_block=0.5).min_block, 0.5)
+
+    def test_parse_mode_lines(self):
+        lines = ["Wrote /tmp/p.json: 154 samples, 1 process, 1 thread, 0 lost, 0 unresolved",
+                 "  mode wall: 1.500 s on CPU, 7.239 s off CPU (0.004 s of it in intervals shorter than the 2 ms "
+                 "--min-block, summed per thread and reason)",
+                 "  GIL: 0.300 s held, 0.250 s waiting, 0.150 s neither, 0.050 s n/a (not known)"]
+        self.assertEqual(pybpfprof.parse_mode_lines(lines, 2000000), {
+            "mode": "wall", "on_cpu_ns": 1500000000, "off_cpu_ns": 7239000000, "aggregate_ns": 4000000,
+            "min_block_ns": 2000000, "gil_ns": {"held": 300000000, "waiting": 250000000, "neither": 150000000,
+                                                "n/a": 50000000}})
+        cpu = ["  mode cpu: 0.990 s on CPU (time off CPU is not sampled in this mode; --mode wall adds it)"]
+        self.assertEqual(pybpfprof.parse_mode_lines(cpu, 1000000), {
+            "mode": "cpu", "on_cpu_ns": 990000000, "off_cpu_ns": 0, "aggregate_ns": 0, "min_block_ns": 0,
+            "gil_ns": {}})
+        self.assertEqual(pybpfprof.parse_mode_lines(["Wrote x: 1 sample"]), {})
+        r = pybpfprof.ProfileResult(b"", dict(SUMMARY, mode="wall", on_cpu_ns=2000000000, off_cpu_ns=500000000,
+                                              min_block_ns=1000000, aggregate_ns=0, gil_ns={"held": 1000000000}),
+                                    "speedscope")
+        self.assertEqual((r.mode, r.on_cpu, r.off_cpu, r.min_block, r.gil), ("wall", 2.0, 0.5, 0.001, {"held": 1.0}))
+        old = pybpfprof.ProfileResult(b"", SUMMARY, "speedscope")  # an agent older than the modes
+        self.assertEqual((old.mode, old.on_cpu, old.off_cpu, old.min_block, old.gil), (None, None, None, None, {}))
+
     def test_parse_top(self):
         text = ("Top functions by self time (990 samples):\n    self  total  function (file:line)\n"
                 "   61.2%  61.2%  Model.step (/srv/a (copy).py:42)\n    0.5% 100.0%  <module> (/srv/main.py:3)\n"
@@ -433,6 +479,31 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
         self.assertEqual(a.requests[1], {"v": 1, "op": "stop", "output_name": "x.folded"})
         self.assertEqual((r.data, r.samples, r.processes, r.threads, r.lost), (b"a;f 7\n", 7, 1, 1, 0))
         self.assertEqual(r.top, [(100.0, 100.0, "f", "/x.py:3")])
+        self.assertIsNone(r.mode)
+
+    def test_the_mode_is_sent_only_when_not_cpu(self):
+        started = {}
+
+        def script(conn, req):
+            if req["op"] == "start":
+                started.update(req)
+                ScriptedAgent.send(conn, {"type": "started", "session": 1, "rate_hz": 99.0, "targets": 1})
+            elif req["op"] == "stop":
+                ScriptedAgent.send(conn, {"type": "profile", "format": "speedscope", "final": True, "report": False,
+                                          "summary": dict(SUMMARY, mode=started.get("mode", "cpu"), on_cpu_ns=7,
+                                                          off_cpu_ns=0, min_block_ns=0, aggregate_ns=0, gil_ns={})},
+                                   [b"{}"])
+                return "close"
+
+        for kwargs, sent in (({}, {}), ({"mode": "gil"}, {"mode": "gil"}), ({"mode": "wall"}, {"mode": "wall"}),
+                             ({"mode": "Wall", "min_block": 0.0005}, {"mode": "wall", "min_block_us": 500})):
+            a = self.agent(script)
+            s = pybpfprof.Session(pids=[123], socket_path=a.path, **kwargs).start()
+            r = s.stop()
+            want = {"v": 1, "op": "start", "pids": [123], "rate_hz": 99, "format": "speedscope", "children": True}
+            want.update(sent)
+            self.assertEqual(a.requests[0], want)
+            self.assertEqual(r.mode, sent.get("mode", "cpu"))
 
     def test_a_refused_start_and_a_refused_snapshot(self):
         def script(conn, req):
@@ -574,6 +645,25 @@ class AgentApi(Helpers):
         self.assertTrue(leaf_lines(doc, frames, "hot_loop"), "no sample of the multiprocessing child's hot_loop")
         self.assertGreaterEqual(p.processes, 2)
         self.assertIn("child_spin", p.top_text)
+
+    def test_wall_mode_through_the_agent(self):
+        path = out("wall.speedscope.json")
+        with pybpfprof.profile(path, rate=199, mode="wall", min_block=0.0025) as p:
+            hot_loop(1.5)
+            time.sleep(0.5)
+        self.assertEqual((p.mode, p.min_block), ("wall", 0.0025))
+        self.assertEqual(p.summary["mode"], "wall", p.summary)
+        self.assertEqual(p.summary["min_block_ns"], 2500000, p.summary)
+        self.assertGreater(p.on_cpu, 1.0, p.summary)
+        self.assertIsNotNone(p.off_cpu)
+        self.assert_hot_in_result(p)
+
+    def test_gil_mode_through_the_agent(self):
+        with pybpfprof.profile(out("gil.json"), mode="gil") as p:
+            hot_loop(0.5)
+        self.assertEqual(p.summary["mode"], "gil", p.summary)
+        self.assertEqual(p.summary["off_cpu_ns"], 0, p.summary)
+        self.assertEqual(p.summary["min_block_ns"], 0, p.summary)
 
     def test_format_from_the_extension(self):
         for name, fmt in (("f.html", "html"), ("f.json", "speedscope"), ("f.folded", "collapsed")):
@@ -774,6 +864,19 @@ class RootDirect(Helpers):
         self.assertGreater(p.duration, 2.0)
         self.assertIn("Wrote ", p.result.log)
         self.assert_written_as_caller(path)
+
+    def test_wall_mode_through_the_binary(self):
+        path = out("root-wall.json")
+        with pybpfprof.profile(path, rate=199, mode="wall", min_block=0.0025) as p:
+            self.assertEqual(p.backend, "direct")
+            hot_loop(1.5)
+            time.sleep(0.5)
+        self.assertEqual(p.summary["mode"], "wall", p.result.log)
+        self.assertEqual(p.summary["min_block_ns"], 2500000)
+        self.assertGreater(p.on_cpu, 1.0, p.result.log)
+        self.assertIsNotNone(p.off_cpu)
+        self.assertIn("  mode wall: ", p.result.log)
+        self.assert_hot_in_result(p)
 
     def test_profile_of_its_children(self):
         path = out("root-children.json")

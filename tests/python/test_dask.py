@@ -204,13 +204,30 @@ class Pure(unittest.TestCase):
     def test_profile_scheduler_takes_pyspy_options_and_says_it_ignores_them(self):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            p = pybpfprof.dask.profile_scheduler("profile.json", native=True, idle=True)
+            p = pybpfprof.dask.profile_scheduler("profile.json", native=True, nonblocking=True, idle=True)
         self.assertEqual(p.format, "speedscope")
         self.assertTrue(p.path.endswith("/profile.json"))
         said = [str(w.message) for w in caught]
         self.assertEqual(len(said), 2, said)
-        self.assertIn("py-spy's option 'idle' has no pybpfprof equivalent", said[0])
+        self.assertIn("py-spy's option 'native' has no pybpfprof equivalent", said[0])
+        self.assertIn("py-spy's option 'nonblocking' has no pybpfprof equivalent", said[1])
         self.assertEqual(pybpfprof.dask.profile_scheduler("s.html").format, "html")
+
+    def test_profile_scheduler_maps_pyspys_idle_and_gil_to_modes(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cases = [({}, "cpu"), ({"idle": True}, "wall"), ({"gil": True}, "gil"), ({"idle": True, "gil": True}, "gil"),
+                     ({"idle": False}, "cpu"), ({"mode": "WALL"}, "wall"), ({"mode": "wall", "idle": True}, "wall")]
+            for kwargs, mode in cases:
+                p = pybpfprof.dask.profile_scheduler("p.json", **kwargs)
+                self.assertEqual((p.mode, p.options["mode"]), (mode, mode), kwargs)
+        self.assertEqual(caught, [], "idle and gil are honoured, not ignored")
+        p = pybpfprof.dask.profile_scheduler("p.json", idle=True, min_block=0.0025)
+        self.assertEqual(p.options["min_block"], 0.0025)
+        with self.assertRaisesRegex(ValueError, "ask for different modes"):
+            pybpfprof.dask.profile_scheduler("p.json", mode="cpu", gil=True)
+        with self.assertRaisesRegex(ValueError, "min_block only applies to mode='wall'"):
+            pybpfprof.dask.profile_scheduler("p.json", gil=True, min_block=0.01)
 
     def test_arguments_are_checked_at_the_call(self):
         with self.assertRaises(ValueError):
@@ -221,6 +238,12 @@ class Pure(unittest.TestCase):
             pybpfprof.dask.profile(None, "/tmp/x.html", scheduler=False, workers=False)
         with self.assertRaises(ValueError):
             pybpfprof.dask.profile(None, "/tmp/x.html", merge_on="laptop")
+        with self.assertRaisesRegex(ValueError, "mode must be 'cpu'"):
+            pybpfprof.dask.profile(None, "/tmp/x.html", mode="idle")
+        with self.assertRaisesRegex(ValueError, "min_block must be a number of seconds"):
+            pybpfprof.dask.profile(None, "/tmp/x.html", mode="wall", min_block=2)
+        p = pybpfprof.dask.profile(None, "/tmp/x.html", mode="wall", min_block=0.0005)
+        self.assertEqual((p.options["mode"], p.options["min_block"]), ("wall", 0.0005))
 
 
 class Cluster(unittest.TestCase):

@@ -86,12 +86,14 @@ TEST(AgentProtocol, StartDefaults) {
     EXPECT_FALSE(s.report);
     EXPECT_EQ(s.group_by, "process");
     EXPECT_TRUE(s.progress);
+    EXPECT_EQ(s.mode, "cpu");
+    EXPECT_EQ(s.min_block_us, 1000);
 }
 
 TEST(AgentProtocol, ParsesEveryStartField) {
     Request r = parse_ok(R"({"v":1,"op":"start","launched_pid":77,"command":["python3","-c","print(1)\n"],
         "rate_hz":199.5,"duration_s":2678400,"max_depth":1024,"format":"pprof","report":true,
-        "group_by":"pod","progress":false})");
+        "group_by":"pod","progress":false,"mode":"wall","min_block_us":2500})");
     const StartRequest& s = r.start;
     EXPECT_EQ(s.launched_pid, 77);
     EXPECT_EQ(s.command, (std::vector<std::string>{"python3", "-c", "print(1)\n"}));
@@ -102,6 +104,8 @@ TEST(AgentProtocol, ParsesEveryStartField) {
     EXPECT_TRUE(s.report);
     EXPECT_EQ(s.group_by, "pod");
     EXPECT_FALSE(s.progress);
+    EXPECT_EQ(s.mode, "wall");
+    EXPECT_EQ(s.min_block_us, 2500);
 
     r = parse_ok(R"({"v":1,"op":"start","pids":[1,4194304,300],"rate_hz":1,"duration_s":0.25,"max_depth":0})");
     EXPECT_EQ(r.start.pids, (std::vector<pid_t>{1, 4194304, 300}));
@@ -131,9 +135,15 @@ TEST(AgentProtocol, RoundTripsEveryOp) {
     r.start.report = true;
     r.start.group_by = "pod";
     r.start.progress = false;
+    r.start.mode = "wall";
+    r.start.min_block_us = 250;
     requests.push_back(r);
     r.start = StartRequest{};
     r.start.all_python = true;
+    requests.push_back(r);
+    r.start.mode = "gil";
+    requests.push_back(r);
+    r.start.mode = "wall";  // the default minimum
     requests.push_back(r);
     r.start = StartRequest{};
     r.start.cgroups = {"a", std::string(4096, 'c'), "ünï\"\\code"};
@@ -381,6 +391,37 @@ TEST(AgentProtocol, GroupByRules) {
                   std::string(R"(field 'group_by' must be "process" or "pod" (got )") + bad + ")");
     EXPECT_EQ(parse_ok(start_with(R"(,"group_by":"pod")")).start.group_by, "pod");
     EXPECT_EQ(parse_ok(start_with(R"(,"group_by":"process")")).start.group_by, "process");
+}
+
+TEST(AgentProtocol, ModeRules) {
+    for (const char* bad : {"\"Wall\"", "\"off-cpu\"", "\"\"", "1", "null", "[\"wall\"]"})
+        EXPECT_EQ(error_of(start_with(std::string(R"(,"mode":)") + bad)),
+                  std::string(R"(field 'mode' must be "cpu", "wall" or "gil" (got )") + bad + ")");
+    for (const char* mode : {"cpu", "wall", "gil"})
+        EXPECT_EQ(parse_ok(start_with(std::string(R"(,"mode":")") + mode + "\"")).start.mode, mode);
+}
+
+TEST(AgentProtocol, MinBlockRules) {
+    const std::string err = "field 'min_block_us' must be an integer number of microseconds from 10 to 1000000 (got ";
+    for (const char* bad : {"9", "0", "-1", "1000001", "1.5", "1000.0", "\"1ms\"", "true", "null"})
+        EXPECT_EQ(error_of(start_with(std::string(R"(,"mode":"wall","min_block_us":)") + bad)), err + bad + ")");
+    EXPECT_EQ(parse_ok(start_with(R"(,"mode":"wall","min_block_us":10)")).start.min_block_us, 10);
+    EXPECT_EQ(parse_ok(start_with(R"(,"mode":"wall","min_block_us":1000000)")).start.min_block_us, 1000000);
+    // Wherever it is in the object: the mode decides.
+    EXPECT_EQ(parse_ok(R"({"min_block_us":500,"v":1,"op":"start","mode":"wall","pids":[1]})").start.min_block_us, 500);
+    // Only wall mode has a minimum: elsewhere it would change nothing, and is refused.
+    for (const char* extra : {R"(,"min_block_us":500)", R"(,"mode":"cpu","min_block_us":500)",
+                              R"(,"mode":"gil","min_block_us":500)"})
+        EXPECT_EQ(error_of(start_with(extra)), R"(field 'min_block_us' is only allowed with 'mode' "wall")");
+    Request r;
+    std::string error;
+    ErrorCode code = ErrorCode::Internal;
+    EXPECT_FALSE(parse_request(start_with(R"(,"mode":"wall","min_block_us":1)"), kFormats, r, error, code));
+    EXPECT_EQ(code, ErrorCode::BadInput);
+    EXPECT_FALSE(parse_request(start_with(R"(,"mode":"fast")"), kFormats, r, error, code));
+    EXPECT_EQ(code, ErrorCode::BadInput);
+    EXPECT_FALSE(parse_request(R"({"v":1,"op":"snapshot","mode":"wall"})", kFormats, r, error, code));
+    EXPECT_EQ(code, ErrorCode::Protocol) << "a start field in another op: " << error;
 }
 
 // ---- stop -------------------------------------------------------------------------------

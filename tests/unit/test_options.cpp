@@ -151,5 +151,79 @@ TEST(Options, CgroupIsAModeOfItsOwn) {
     EXPECT_EQ(code, 2);
 }
 
+// --mode and --min-block: the mode by name in any case, the minimum with its unit, and every
+// wrong value or combination one line naming the fix.
+TEST(Options, ModeAndMinBlock) {
+    Options def;
+    int code = -1;
+    ASSERT_TRUE(parse({"-a"}, def, code));
+    EXPECT_EQ(def.mode, ProfileMode::Cpu);
+    EXPECT_EQ(def.min_block_ns, 1'000'000u);
+    struct Good {
+        std::vector<std::string> args;
+        ProfileMode mode;
+        uint64_t min_block_ns;
+    };
+    for (const Good& g : std::vector<Good>{
+             {{"-a", "--mode", "cpu"}, ProfileMode::Cpu, 1'000'000},
+             {{"-a", "--mode", "wall"}, ProfileMode::Wall, 1'000'000},
+             {{"-a", "--mode", "GIL"}, ProfileMode::Gil, 1'000'000},
+             {{"-a", "--mode=wall", "--min-block", "500us"}, ProfileMode::Wall, 500'000},
+             {{"-a", "--mode", "wall", "--min-block", "500\xc2\xb5s"}, ProfileMode::Wall, 500'000},
+             {{"-a", "--min-block", "0.5ms", "--mode", "wall"}, ProfileMode::Wall, 500'000},
+             {{"-a", "--mode", "wall", "--min-block", "2ms"}, ProfileMode::Wall, 2'000'000},
+             {{"-a", "--mode", "wall", "--min-block", "0.25s"}, ProfileMode::Wall, 250'000'000},
+             {{"-a", "--mode", "wall", "--min-block", "1s"}, ProfileMode::Wall, 1'000'000'000},
+             {{"-a", "--mode", "wall", "--min-block", "10us"}, ProfileMode::Wall, 10'000},
+             {{"-a", "--mode", "wall", "--min-block", "1.0004ms"}, ProfileMode::Wall, 1'000'000},  // whole us
+         }) {
+        Options o;
+        ASSERT_TRUE(parse(g.args, o, code)) << g.args.back();
+        EXPECT_EQ(o.mode, g.mode) << g.args.back();
+        EXPECT_EQ(o.min_block_ns, g.min_block_ns) << g.args.back();
+    }
+    const std::string range = "must be a duration with its unit from 10us to 1s, such as 500us, 1ms or 0.2s";
+    struct Bad {
+        std::vector<std::string> args;
+        std::string says;
+    };
+    for (const Bad& b : std::vector<Bad>{
+             {{"-a", "--mode", "off-cpu"},
+              "--mode off-cpu is not a mode; choose cpu (on-CPU time), wall (on- and off-CPU time) or gil (on-CPU "
+              "time holding the GIL)"},
+             {{"-a", "--mode", "wall", "--min-block", "1"}, "--min-block " + range + " (got '1')"},
+             {{"-a", "--mode", "wall", "--min-block", "5us"}, "--min-block " + range + " (got '5us')"},
+             {{"-a", "--mode", "wall", "--min-block", "2s"}, "--min-block " + range + " (got '2s')"},
+             {{"-a", "--mode", "wall", "--min-block", "-1ms"}, "--min-block " + range + " (got '-1ms')"},
+             {{"-a", "--mode", "wall", "--min-block", "ms"}, "--min-block " + range + " (got 'ms')"},
+             {{"-a", "--mode", "wall", "--min-block", "1 ms"}, "--min-block " + range + " (got '1 ms')"},
+             {{"-a", "--mode", "wall", "--min-block", "1h"}, "--min-block " + range + " (got '1h')"},
+             {{"-a", "--mode", "wall", "--min-block", "infms"}, "--min-block " + range + " (got 'infms')"},
+             {{"-a", "--min-block", "1ms"},
+              "--min-block only applies to --mode wall (it bounds the off-CPU intervals kept one by one); add "
+              "--mode wall, or drop --min-block"},
+             {{"-a", "--mode", "gil", "--min-block", "1ms"},
+              "--min-block only applies to --mode wall (it bounds the off-CPU intervals kept one by one); add "
+              "--mode wall, or drop --min-block"},
+         }) {
+        Options o;
+        std::string err;
+        EXPECT_FALSE(parse(b.args, o, code, &err)) << b.args.back();
+        EXPECT_EQ(code, 2);
+        EXPECT_EQ(err, "pybpfprof: " + b.says + "\n");
+    }
+}
+
+TEST(Options, HelpNamesTheModes) {
+    Options o;
+    int code = -1;
+    testing::internal::CaptureStdout();
+    EXPECT_FALSE(parse({"--help"}, o, code));
+    const std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(code, 0);
+    for (const char* s : {"--mode", "cpu (default", "wall (on-CPU", "gil (only", "--min-block", "10us to 1s"})
+        EXPECT_NE(out.find(s), std::string::npos) << s << "\n" << out;
+}
+
 }  // namespace
 }  // namespace pbp

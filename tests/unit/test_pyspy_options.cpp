@@ -82,10 +82,6 @@ TEST(PyspyOptions, OptionsNotHonouredYetAreOneLineErrors) {
     for (const Case& c : std::vector<Case>{
              {"--native", "-n/--native", "native (C/C++) frames are not supported yet"},
              {"-n", "-n/--native", "native (C/C++) frames are not supported yet"},
-             {"--idle", "-i/--idle", "idle (off-CPU) samples are not supported yet"},
-             {"-i", "-i/--idle", "idle (off-CPU) samples are not supported yet"},
-             {"--gil", "-g/--gil", "only the thread that holds the GIL is not supported yet"},
-             {"-g", "-g/--gil", "only the thread that holds the GIL is not supported yet"},
              {"--function", "-F/--function", "by a function's first line is not supported yet"},
              {"-F", "-F/--function", "by a function's first line is not supported yet"},
              {"--nolineno", "--nolineno", "without line numbers are not supported yet"}}) {
@@ -129,6 +125,47 @@ TEST(PyspyOptions, OptionsAlwaysHonouredAreAccepted) {
     EXPECT_NE(help.out.find("never stops or pauses the target"), std::string::npos) << help.out;
     for (const char* unsupported : {"--native", "--idle", "--gil", "--function", "--nolineno", "chrometrace"})
         EXPECT_NE(help.out.find(unsupported), std::string::npos) << unsupported;
+}
+
+// py-spy's --idle and --gil are pybpfprof's modes; both together is gil mode, in any order,
+// spelled long, short or grouped.
+TEST(PyspyOptions, IdleIsWallModeAndGilIsGilMode) {
+    struct Case {
+        std::vector<std::string> args;
+        ProfileMode mode;
+    };
+    for (const Case& c : std::vector<Case>{
+             {{"record", "-p", "42"}, ProfileMode::Cpu},
+             {{"record", "-p", "42", "--idle"}, ProfileMode::Wall},
+             {{"record", "-i", "-p", "42"}, ProfileMode::Wall},
+             {{"record", "-p", "42", "--gil"}, ProfileMode::Gil},
+             {{"record", "-g", "-p", "42"}, ProfileMode::Gil},
+             {{"record", "-p", "42", "--idle", "--gil"}, ProfileMode::Gil},
+             {{"record", "-p", "42", "--gil", "--idle"}, ProfileMode::Gil},
+             {{"record", "-gi", "-p", "42"}, ProfileMode::Gil},
+             {{"record", "-si", "-p", "42"}, ProfileMode::Wall},
+             {{"record", "--idle", "-o", "x.svg", "--", "python3", "app.py"}, ProfileMode::Wall},
+         }) {
+        Parsed p = parse(c.args);
+        std::string line;
+        for (auto& a : c.args) line += a + " ";
+        ASSERT_TRUE(p.ok) << line << p.err;
+        EXPECT_EQ(p.o.mode, c.mode) << line;
+        EXPECT_EQ(p.o.min_block_ns, kDefaultMinBlockNs) << line;
+        EXPECT_TRUE(p.err.empty()) << p.err;
+    }
+    // A flag after the command is the command's, not py-spy's.
+    Parsed cmd = parse({"record", "--", "python3", "app.py", "--idle"});
+    ASSERT_TRUE(cmd.ok) << cmd.err;
+    EXPECT_EQ(cmd.o.mode, ProfileMode::Cpu);
+    EXPECT_EQ(cmd.o.command.back(), "--idle");
+    Parsed value = parse({"record", "-p", "42", "--idle=yes"});
+    EXPECT_FALSE(value.ok);
+    EXPECT_EQ(value.code, 2);
+    EXPECT_EQ(value.err, "pybpfprof-py-spy: -i/--idle takes no value (got 'yes')\n");
+    Parsed help = parse({"record", "--help"});
+    EXPECT_NE(help.out.find("--mode wall"), std::string::npos) << help.out;
+    EXPECT_NE(help.out.find("--mode gil"), std::string::npos) << help.out;
 }
 
 TEST(PyspyOptions, LaunchedCommandWithOrWithoutDashDash) {

@@ -221,7 +221,8 @@ const char* const kOpList = "\"start\", \"snapshot\", \"stop\", \"status\"";
 const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> start = {"v",          "op",        "pids",   "all_python", "cgroups",
                                                 "launched_pid", "command",   "rate_hz", "duration_s", "max_depth",
-                                                "format",     "report",    "group_by", "progress", "children"};
+                                                "format",     "report",    "group_by", "progress", "children",
+                                                "mode",       "min_block_us"};
     static const std::set<std::string> snapshot = {"v", "op", "format", "report"};
     static const std::set<std::string> stop = {"v", "op", "output_name"};
     static const std::set<std::string> status = {"v", "op"};
@@ -322,6 +323,19 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
         if (!it->is_string() || (*it != "process" && *it != "pod"))
             return fail(error, "field 'group_by' must be \"process\" or \"pod\"" + got_text(*it));
         s.group_by = it->get<std::string>();
+    }
+    if (auto it = obj.find("mode"); it != obj.end()) {
+        if (!it->is_string() || (*it != "cpu" && *it != "wall" && *it != "gil"))
+            return fail(error, "field 'mode' must be \"cpu\", \"wall\" or \"gil\"" + got_text(*it));
+        s.mode = it->get<std::string>();
+    }
+    if (auto it = obj.find("min_block_us"); it != obj.end()) {
+        // Like the CLI's --min-block: a value that would change nothing is refused, not ignored.
+        if (s.mode != "wall") return fail(error, "field 'min_block_us' is only allowed with 'mode' \"wall\"");
+        if (!get_int(*it, kMinMinBlockUs, kMaxMinBlockUs, s.min_block_us))
+            return fail(error, "field 'min_block_us' must be an integer number of microseconds from " +
+                                   std::to_string(kMinMinBlockUs) + " to " + std::to_string(kMaxMinBlockUs) +
+                                   got_text(*it));
     }
     return check_bool(obj, "progress", s.progress, error);
 }
@@ -510,6 +524,8 @@ std::string encode_request(const Request& r) {
             j["report"] = s.report;
             j["group_by"] = s.group_by;
             j["progress"] = s.progress;
+            j["mode"] = s.mode;
+            if (s.mode == "wall") j["min_block_us"] = s.min_block_us;
             break;
         }
         case Request::Op::Snapshot:

@@ -39,6 +39,9 @@ constexpr size_t kMaxOutputNameBytes = 4096;
 constexpr double kMinRateHz = 1;
 constexpr double kMaxRateHz = 10000;
 constexpr double kMaxDurationS = 31 * 24 * 3600;  // 31 days
+constexpr int64_t kMinMinBlockUs = 10;         // 'min_block_us': 10 us ...
+constexpr int64_t kMaxMinBlockUs = 1'000'000;  // ... to 1 s
+constexpr int64_t kDefaultMinBlockUs = 1000;   // 1 ms, the engine's default
 
 // The code of an error message (docs/agent-protocol.md, "Errors").
 enum class ErrorCode { Protocol, BadInput, Forbidden, CannotProfile, Limit, Internal };
@@ -60,6 +63,8 @@ struct StartRequest {
     bool report = false;
     std::string group_by = "process";  // "process" or "pod"
     bool progress = true;
+    std::string mode = "cpu";          // "cpu", "wall" or "gil" (the engine's ProfileMode)
+    int64_t min_block_us = kDefaultMinBlockUs;  // only with mode "wall"
     bool operator==(const StartRequest&) const = default;
 };
 struct SnapshotRequest {

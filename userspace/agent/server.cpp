@@ -448,6 +448,8 @@ void Server::start(Conn& c, const StartRequest& r) {
     sc.targets.command = r.command;
     sc.duration_s = duration;
     sc.rate_hz = r.rate_hz;
+    parse_mode(r.mode, sc.mode);  // parse_request allowed only the names parse_mode knows
+    sc.min_block_ns = static_cast<uint64_t>(r.min_block_us) * 1000;
     if (!admin) {
         Policy policy = policy_;
         sc.admit = [caller, policy](pid_t pid, std::string& why) {
@@ -485,7 +487,7 @@ void Server::start(Conn& c, const StartRequest& r) {
     c.facts.all_python = r.all_python;
     c.facts.cgroups = !r.cgroups.empty();
     log("session " + std::to_string(c.session_id) + " of " + who + " (pid " + std::to_string(caller.pid) +
-        "): " + c.target + " at " + std::to_string(static_cast<int>(r.rate_hz)) + " Hz");
+        "): " + c.target + " at " + std::to_string(static_cast<int>(r.rate_hz)) + " Hz, mode " + r.mode);
     json started{{"v", kProtocolVersion}, {"type", "started"}, {"session", c.session_id}, {"rate_hz", r.rate_hz},
                  {"targets", s->targets_now()}};
     if (!c.scope.empty()) started["scope"] = c.scope;
@@ -548,6 +550,7 @@ void Server::status(Conn& c) {
                {"pid", o->caller.pid},
                {"target", o->target},
                {"rate_hz", o->req.rate_hz},
+               {"mode", o->req.mode},
                {"elapsed_s", (now - o->start_ns) / 1e9},
                {"samples", o->session ? o->session->sample_count() : o->final_samples},
                {"processes", o->session ? o->session->targets_ever() : o->final_processes},

@@ -115,6 +115,8 @@ int run_via_agent(const Options& o, const std::string& path) {
     s.format = o.format;
     s.report = !o.report.empty();
     s.group_by = o.group_by;
+    s.mode = mode_name(o.mode);
+    s.min_block_us = static_cast<int64_t>(o.min_block_ns / 1000);
     Launcher launcher;
     if (!o.command.empty()) {
         // Forked here, as this user, and held before exec until the agent follows it.
@@ -252,17 +254,17 @@ int agent_status(const std::string& path) {
         return kExitOk;
     }
     char line[512];
-    snprintf(line, sizeof line, "%-8s %-16s %-8s %8s %9s %9s %6s  %s\n", "SESSION", "USER", "PID", "RATE", "ELAPSED",
-             "SAMPLES", "PROCS", "TARGET");
+    snprintf(line, sizeof line, "%-8s %-16s %-8s %8s %-4s %9s %9s %6s  %s\n", "SESSION", "USER", "PID", "RATE", "MODE",
+             "ELAPSED", "SAMPLES", "PROCS", "TARGET");
     std::cout << line;
     for (const auto& s : list) {
         std::string user = s.value("user", "");
         if (user.empty()) user = std::to_string(s.value("uid", 0));
         char elapsed[32];
         snprintf(elapsed, sizeof elapsed, "%.1fs", s.value("elapsed_s", 0.0));
-        snprintf(line, sizeof line, "%-8llu %-16s %-8d %6.0fHz %9s %9llu %6zu  %s%s\n",
+        snprintf(line, sizeof line, "%-8llu %-16s %-8d %6.0fHz %-4s %9s %9llu %6zu  %s%s\n",
                  (unsigned long long)s.value("session", uint64_t{0}), user.c_str(), s.value("pid", 0),
-                 s.value("rate_hz", 0.0), elapsed, (unsigned long long)s.value("samples", uint64_t{0}),
+                 s.value("rate_hz", 0.0), s.value("mode", "cpu").c_str(), elapsed, (unsigned long long)s.value("samples", uint64_t{0}),
                  s.value("processes", size_t{0}), s.value("target", "").c_str(),
                  s.value("state", "") == "finished" ? " (finished)" : "");
         std::cout << line;

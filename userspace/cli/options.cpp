@@ -45,6 +45,22 @@ bool parse_whole(const std::string& s, long long lo, long long hi, long long& ou
     return errno == 0 && out >= lo && out <= hi;
 }
 
+bool parse_duration_with_unit(const std::string& s, uint64_t& ns) {
+    // The longest unit first: "ms" and "us" end in "s" too.
+    static const std::pair<const char*, double> units[] = {{"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+    for (auto& [unit, scale] : units) {
+        const std::string u = unit;
+        if (s.size() <= u.size() || s.compare(s.size() - u.size(), u.size(), u) != 0) continue;
+        double v = 0;
+        if (!parse_double(s.substr(0, s.size() - u.size()), v) || v < 0 || v * scale > 1e18) return false;
+        // Whole microseconds: what the agent's protocol carries, and finer than any interval
+        // the scheduler gives a meaning to.
+        ns = static_cast<uint64_t>(std::llround(v * scale / 1e3)) * 1000;
+        return true;
+    }
+    return false;
+}
+
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
     return s;
@@ -67,7 +83,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     }
 
     CLI::App app{"pybpfprof: a system-wide CPython profiler built on eBPF.\n"
-                 "Samples on-CPU Python stacks in the kernel: no restart, no instrumentation, no ptrace.\n"
+                 "Samples Python stacks in the kernel: no restart, no instrumentation, no ptrace. On-CPU time by\n"
+                 "default; --mode wall adds where threads wait (off CPU), --mode gil keeps the GIL holders.\n"
                  "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]\n"
                  "Other commands: pybpfprof merge FILE.pbp... -o OUT (merge profiles, from several machines too), "
                  "pybpfprof agent (see their --help)",
@@ -75,7 +92,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.footer(kExitCodes);
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
     std::vector<std::string> pids, formats_given;
-    std::string rate, duration, max_depth;
+    std::string rate, duration, max_depth, mode, min_block;
     app.add_option("-p,--pid", pids, "Profile this running process (repeatable)");
     app.add_flag("-s,--subprocesses", o.subprocesses,
                  "With --pid: their child processes too, those running now and those started later");
@@ -94,6 +111,15 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         ->check(CLI::IsMember({"process", "pod"}));
     app.add_option("-r,--rate", rate, "Samples per second per CPU, 1 to 10000 (default 99)");
     app.add_option("-d,--duration", duration, "Seconds to profile (default: until Ctrl-C or until the targets exit)");
+    app.add_option("--mode", mode,
+                   "What to sample: cpu (default: on-CPU stacks only), wall (on-CPU stacks and every off-CPU "
+                   "interval of the targets' threads, each weighted by its duration and ending in a leaf that "
+                   "says why the thread waited), gil (only the on-CPU samples that hold the GIL); see "
+                   "docs/modes.md");
+    app.add_option("--min-block", min_block,
+                   "With --mode wall: off-CPU intervals shorter than this are summed per thread and reason and "
+                   "kept as one sample when the sum reaches it, never dropped; from 10us to 1s (default 1ms; "
+                   "units us, ms, s)");
     app.add_option("-o,--output", o.output,
                    "Output file, or - for standard output (default: pybpfprof-<target>-<timestamp>.<ext>)");
     std::string formats;
@@ -137,6 +163,19 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
             return fail(number_error("--max-depth", max_depth,
                                      "must be a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH)));
         o.max_depth = static_cast<int>(v);
+    }
+    if (!mode.empty() && !parse_mode(lower(mode), o.mode))
+        return fail("--mode " + mode + " is not a mode; choose cpu (on-CPU time), wall (on- and off-CPU time) or gil "
+                    "(on-CPU time holding the GIL)");
+    if (!min_block.empty()) {
+        uint64_t ns = 0;
+        if (!parse_duration_with_unit(min_block, ns) || ns < kMinMinBlockNs || ns > kMaxMinBlockNs)
+            return fail(number_error("--min-block", min_block,
+                                     "must be a duration with its unit from 10us to 1s, such as 500us, 1ms or 0.2s"));
+        if (o.mode != ProfileMode::Wall)
+            return fail("--min-block only applies to --mode wall (it bounds the off-CPU intervals kept one by one); "
+                        "add --mode wall, or drop --min-block");
+        o.min_block_ns = ns;
     }
     if (!format.empty()) {
         const auto names = exporter_names();

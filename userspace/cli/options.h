@@ -2,10 +2,18 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/profile.h"
+
 namespace pbp {
+
+// --min-block: its default and bounds (the agent's 'min_block_us' has the same ones).
+constexpr uint64_t kDefaultMinBlockNs = 1'000'000;  // 1 ms
+constexpr uint64_t kMinMinBlockNs = 10'000;         // 10 us
+constexpr uint64_t kMaxMinBlockNs = 1'000'000'000;  // 1 s
 
 struct Options {
     std::vector<pid_t> pids;
@@ -21,6 +29,8 @@ struct Options {
     std::string format = "speedscope";
     std::string report;     // --report FILE: the HTML report too, next to the -o output
     int max_depth = 0;      // 0 = as deep as the kernel allows
+    ProfileMode mode = ProfileMode::Cpu;  // --mode cpu|wall|gil
+    uint64_t min_block_ns = kDefaultMinBlockNs;  // --min-block (wall only), whole microseconds
     std::string btf_path;
     bool quiet = false;
     bool no_summary = false;
@@ -36,5 +46,9 @@ bool parse_double(const std::string& s, double& out);
 // A whole number of digits only, from lo to hi.
 bool parse_whole(const std::string& s, long long lo, long long hi, long long& out);
 std::string lower(std::string s);
+// A duration with its unit, as --min-block takes it: a number and one of us (or µs), ms, s
+// ("500us", "1ms", "0.5ms", "0.002s"), rounded to whole microseconds; false when the text is
+// not one, or has no unit (a bare "1" would be ambiguous between ms and s).
+bool parse_duration_with_unit(const std::string& s, uint64_t& ns);
 
 }  // namespace pbp

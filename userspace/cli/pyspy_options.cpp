@@ -52,13 +52,17 @@ constexpr const char* kRecordHelp =
     "      --full-filenames   Accepted: file names are always shown in full\n"
     "      --nonblocking      Accepted: pybpfprof never stops or pauses the target (it reads it from BPF\n"
     "                         and /proc/PID/mem while it runs), so every recording is non-blocking\n"
+    "  -i, --idle             Idle threads too: pybpfprof's --mode wall. Every thread's time off CPU is\n"
+    "                         sampled with the stack it waits in, under a leaf that says why ([sleeping],\n"
+    "                         [waiting for I/O], [waiting for the GIL], [runnable, waiting for a CPU])\n"
+    "  -g, --gil              Only the samples that hold the GIL: pybpfprof's --mode gil. With --idle too,\n"
+    "                         still --mode gil: a thread holds the GIL to run Python, so py-spy's idle\n"
+    "                         GIL holders are not kept (off-CPU time is only sampled in wall mode)\n"
     "      --hideprogress     No progress line\n"
     "  -h, --help             This help\n"
     "\n"
     "Not supported yet (each is a one-line error and exit 2, never silently ignored):\n"
     "  -n, --native           native (C/C++) frames\n"
-    "  -i, --idle             idle (off-CPU) samples: pybpfprof samples threads while they run on a CPU\n"
-    "  -g, --gil              only the thread that holds the GIL\n"
     "  -F, --function         lines aggregated to the function's first line\n"
     "      --nolineno         frames without line numbers\n"
     "  -f chrometrace         Chrome trace output\n"
@@ -122,12 +126,8 @@ const Opt kRecordOpts[] = {
     {Id::Native, "native", 'n', false,
      "native (C/C++) frames are not supported yet (they come with pybpfprof's native-frame support); run without "
      "--native"},
-    {Id::Idle, "idle", 'i', false,
-     "idle (off-CPU) samples are not supported yet: pybpfprof samples a thread only while it runs on a CPU; run "
-     "without --idle"},
-    {Id::Gil, "gil", 'g', false,
-     "sampling only the thread that holds the GIL is not supported yet: pybpfprof samples every thread that runs "
-     "on a CPU; run without --gil"},
+    {Id::Idle, "idle", 'i', false, nullptr},
+    {Id::Gil, "gil", 'g', false, nullptr},
     {Id::Function, "function", 'F', false,
      "aggregating samples by a function's first line is not supported yet: frames keep the sampled line; run "
      "without --function"},
@@ -158,7 +158,14 @@ std::string number_error(const Opt& o, const std::string& value, const std::stri
 }
 
 // Applies one option; false (after the error) when it cannot be honoured.
-bool apply(const Opt& opt, const std::string& v, Options& o, bool& have_pid, int& code) {
+// What --idle and --gil asked for; the mode is chosen once all options are read (their order
+// does not matter).
+struct Flags {
+    bool have_pid = false, idle = false, gil = false;
+};
+
+bool apply(const Opt& opt, const std::string& v, Options& o, Flags& flags, int& code) {
+    bool& have_pid = flags.have_pid;
     if (opt.unsupported) return fail(code, spelled(opt) + ": " + opt.unsupported);
     switch (opt.id) {
         case Id::Pid: {
@@ -195,6 +202,8 @@ bool apply(const Opt& opt, const std::string& v, Options& o, bool& have_pid, int
             return true;
         case Id::Subprocesses: o.subprocesses = true; return true;
         case Id::HideProgress: o.quiet = true; return true;
+        case Id::Idle: flags.idle = true; return true;
+        case Id::Gil: flags.gil = true; return true;
         case Id::Threads:        // every output is split by process and thread already
         case Id::FullFilenames:  // frames always carry the full co_filename
         case Id::Nonblocking:    // the target is never stopped
@@ -207,7 +216,8 @@ bool parse_record(const std::vector<std::string>& args, Options& o, int& code) {
     o = Options{};
     o.format = "svg";  // py-spy's default: a flame graph, whatever the -o name
     o.rate_hz = 100;   // py-spy's default rate
-    bool have_pid = false;
+    Flags flags;
+    const bool& have_pid = flags.have_pid;
     for (size_t i = 0; i < args.size(); i++) {
         const std::string& a = args[i];
         if (a == "--") {
@@ -229,7 +239,7 @@ bool parse_record(const std::vector<std::string>& args, Options& o, int& code) {
             } else if (eq != std::string::npos && !opt->unsupported) {
                 return fail(code, spelled(*opt) + " takes no value (got '" + a.substr(eq + 1) + "')");
             }
-            if (!apply(*opt, value, o, have_pid, code)) return false;
+            if (!apply(*opt, value, o, flags, code)) return false;
             continue;
         }
         if (a.size() > 1 && a[0] == '-') {
@@ -252,7 +262,7 @@ bool parse_record(const std::vector<std::string>& args, Options& o, int& code) {
                     }
                     j = a.size();
                 }
-                if (!apply(*opt, value, o, have_pid, code)) return false;
+                if (!apply(*opt, value, o, flags, code)) return false;
             }
             continue;
         }
@@ -269,6 +279,12 @@ bool parse_record(const std::vector<std::string>& args, Options& o, int& code) {
         return fail(code, "give -p PID or a command to run, not both (the command starts with '" + o.command[0] + "')");
     // A launched command's children are always followed (Options::subprocesses is --pid's).
     if (!have_pid) o.subprocesses = false;
+    // py-spy's --gil keeps the GIL holder's samples, --idle adds the samples of threads that do
+    // not run. Together, py-spy keeps a GIL holder's sample even when it is idle; pybpfprof's
+    // closest is gil mode, whose samples are all on CPU (a holder that blocks without releasing
+    // the GIL is not kept): the GIL filter is what the user asked to see.
+    if (flags.gil) o.mode = ProfileMode::Gil;
+    else if (flags.idle) o.mode = ProfileMode::Wall;
     return true;
 }
 

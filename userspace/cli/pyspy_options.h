@@ -4,8 +4,8 @@
 // exactly as pybpfprof's does (run_profile: BPF here, or the agent).
 //
 // `record` takes py-spy's options. Those pybpfprof honours are mapped (-f flamegraph is
-// pybpfprof's svg, raw its collapsed stacks); those it cannot honour yet (--native, --idle,
-// --gil, --function, --nolineno, -f chrometrace) are a one-line error naming the option and
+// pybpfprof's svg, raw its collapsed stacks, --idle is --mode wall, --gil --mode gil); those it
+// cannot honour yet (--native, --function, --nolineno, -f chrometrace) are a one-line error naming the option and
 // why, exit 2, before anything runs: a tool that shows the command's error output only when
 // it fails (Ray's dashboard does) would otherwise show a profile that is not what was asked,
 // with the warning hidden. `dump` and `top` are not available yet: one line, exit 2.

@@ -39,6 +39,8 @@ int run_record(const Options& o) {
     sc.targets.cgroups = o.cgroups;
     sc.targets.command = o.command;
     sc.duration_s = o.duration_s;
+    sc.mode = o.mode;
+    sc.min_block_ns = o.min_block_ns;
 
     std::string out_path, error;
     if (Status st = Engine::preflight(ec); !st.ok()) return err(st.message), exit_code(st);

@@ -37,6 +37,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
         o.exited_early.emplace_back(pid, n);
     }
     o.top = top_functions(profile);
+    o.mode = mode_totals(profile);
     return o;
 }
 
@@ -51,6 +52,7 @@ std::string RunOutcome::text(const std::string& written) const {
         s += "pybpfprof: PID " + std::to_string(pid) + " exited during the run; its " + std::to_string(n) +
              " samples are kept in " + written + "\n";
     s += "Wrote " + written + counts + "\n";
+    s += mode_lines(mode);
     if (truncated)
         s += "  " + std::to_string(truncated) + " samples were deeper than " + std::to_string(max_depth) +
              " frames: their innermost " + std::to_string(max_depth) +
@@ -72,6 +74,13 @@ nlohmann::json to_json(const RunOutcome& o) {
     j["exited_early"] = nlohmann::json::array();
     for (auto& [pid, n] : o.exited_early) j["exited_early"].push_back({{"pid", pid}, {"samples", n}});
     j["top"] = o.top;
+    j["mode"] = mode_name(o.mode.mode);
+    j["on_cpu_ns"] = o.mode.on_cpu_ns;
+    j["off_cpu_ns"] = o.mode.off_cpu_ns;
+    j["min_block_ns"] = o.mode.min_block_ns;
+    j["aggregate_ns"] = o.mode.aggregate_ns;
+    j["gil_ns"] = nlohmann::json::object();
+    for (auto& [g, ns] : o.mode.gil_ns) j["gil_ns"][gil_name(g)] = ns;
     return j;
 }
 
@@ -86,6 +95,25 @@ bool from_json(const nlohmann::json& j, RunOutcome& o, std::string& error) {
         for (auto& x : j.at("not_sampled")) o.not_sampled.emplace_back(x.at("pid").get<pid_t>(), x.at("comm").get<std::string>());
         for (auto& x : j.at("exited_early")) o.exited_early.emplace_back(x.at("pid").get<pid_t>(), x.at("samples").get<uint64_t>());
         o.top = j.at("top").get<std::string>();
+        if (!parse_mode(j.at("mode").get<std::string>(), o.mode.mode)) {
+            error = "the agent's run summary is malformed (an unknown mode)";
+            return false;
+        }
+        o.mode.on_cpu_ns = j.at("on_cpu_ns").get<uint64_t>();
+        o.mode.off_cpu_ns = j.at("off_cpu_ns").get<uint64_t>();
+        o.mode.min_block_ns = j.at("min_block_ns").get<uint64_t>();
+        o.mode.aggregate_ns = j.at("aggregate_ns").get<uint64_t>();
+        for (auto& [name, ns] : j.at("gil_ns").items()) {
+            GilState g = GilState::NA;
+            bool found = false;
+            for (GilState c : {GilState::NA, GilState::Held, GilState::Waiting, GilState::Neither})
+                if (name == gil_name(c)) g = c, found = true;
+            if (!found) {
+                error = "the agent's run summary is malformed (an unknown GIL state)";
+                return false;
+            }
+            o.mode.gil_ns[g] = ns.get<uint64_t>();
+        }
         return true;
     } catch (const nlohmann::json::exception& e) {
         error = std::string("the agent's run summary is malformed (") + e.what() + ")";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/profile.h"
+#include "summary/text_summary.h"
 
 namespace pbp {
 
@@ -37,6 +38,7 @@ struct RunOutcome {
     std::vector<std::pair<pid_t, std::string>> not_sampled;  // targets with no sample: pid, comm
     std::vector<std::pair<pid_t, uint64_t>> exited_early;    // pid, its samples kept
     std::string top;                   // top_functions()
+    ModeTotals mode;                   // the mode, time on and off CPU, GIL states (mode_lines())
 
     // The lines before "open it with", for the file written at 'written'.
     std::string text(const std::string& written) const;

@@ -27,6 +27,68 @@ std::string summary_line(const Profile& p, const std::string& path) {
     return s;
 }
 
+ModeTotals mode_totals(const Profile& p) {
+    ModeTotals t;
+    t.mode = p.run.mode;
+    t.min_block_ns = p.run.mode == ProfileMode::Wall ? p.run.min_block_ns : 0;
+    for (auto& [_, pr] : p.processes)
+        for (auto& [__, th] : pr.threads)
+            for (const Sample& s : th.samples) {
+                (s.kind == SampleKind::OffCpu ? t.off_cpu_ns : t.on_cpu_ns) += s.weight_ns;
+                if (s.kind == SampleKind::OffCpu && s.aggregate) t.aggregate_ns += s.weight_ns;
+                t.gil_ns[s.gil] += s.weight_ns;
+            }
+    return t;
+}
+
+std::string mode_lines(const ModeTotals& t) {
+    auto secs = [](uint64_t ns) {
+        char b[32];
+        snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+        return std::string(b);
+    };
+    auto duration = [](uint64_t ns) {  // the --min-block as the user would write it
+        char b[32];
+        if (ns % 1'000'000'000 == 0) snprintf(b, sizeof b, "%llu s", (unsigned long long)(ns / 1'000'000'000));
+        else if (ns >= 1'000'000) snprintf(b, sizeof b, "%g ms", ns / 1e6);
+        else snprintf(b, sizeof b, "%g us", ns / 1e3);
+        return std::string(b);
+    };
+    std::string s = std::string("  mode ") + mode_name(t.mode) + ": ";
+    switch (t.mode) {
+        case ProfileMode::Cpu:
+            s += secs(t.on_cpu_ns) + " on CPU (time off CPU is not sampled in this mode; --mode wall adds it)\n";
+            break;
+        case ProfileMode::Wall:
+            s += secs(t.on_cpu_ns) + " on CPU, " + secs(t.off_cpu_ns) + " off CPU";
+            if (t.min_block_ns)
+                s += " (" + secs(t.aggregate_ns) + " of it in intervals shorter than the " + duration(t.min_block_ns) +
+                     " --min-block, summed per thread and reason)";
+            s += "\n";
+            break;
+        case ProfileMode::Gil:
+            // The engine drops the samples that do not hold the GIL: what was kept is all there is.
+            s += secs(t.on_cpu_ns) + " on CPU holding the GIL kept (samples not holding it are left out)\n";
+            break;
+    }
+    bool known = false;
+    for (auto& [g, ns] : t.gil_ns)
+        if (g != GilState::NA && ns) known = true;
+    if (known) {
+        s += "  GIL:";
+        bool first = true;
+        for (GilState g : {GilState::Held, GilState::Waiting, GilState::Neither, GilState::NA}) {
+            auto it = t.gil_ns.find(g);
+            if (it == t.gil_ns.end() || !it->second) continue;
+            s += std::string(first ? " " : ", ") + secs(it->second) + " " +
+                 (g == GilState::NA ? "n/a (not known)" : gil_name(g));
+            first = false;
+        }
+        s += "\n";
+    }
+    return s;
+}
+
 std::string top_functions(const Profile& p, size_t n) {
     // One entry per function (name + file): its lines add up. Times are summed weights.
     const FunctionTable fns(p.frames);

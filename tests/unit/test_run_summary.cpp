@@ -1,0 +1,163 @@
+// The run summary's mode lines (summary/text_summary.cpp, run_outcome.cpp): which mode ran,
+// the time seen on and off CPU (summed weights by kind, not sample counts), wall's
+// --min-block and its aggregate samples, gil's kept time, and the GIL states; through the
+// agent's JSON the same text.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "summary/run_outcome.h"
+#include "summary/text_summary.h"
+#include "synthetic_profile.h"
+
+namespace pbp {
+namespace {
+
+constexpr uint64_t kStart = 7'000'000'000ULL;
+constexpr uint64_t kPeriod = 10'000'000;  // 100 Hz
+
+// One process, one thread; samples added one by one with their kind, weight and GIL state.
+struct Run {
+    Profile p;
+    uint32_t stack = 0, leaf_sleep = 0;
+    uint64_t ts = kStart;
+
+    explicit Run(ProfileMode mode, uint64_t min_block_ns = 0) {
+        p.run.target = "pid 4242";
+        p.run.start_mono_ns = kStart;
+        p.run.end_mono_ns = kStart + 10'000'000'000ULL;
+        p.run.rate_hz = 100;
+        p.run.period_ns = kPeriod;
+        p.run.mode = mode;
+        p.run.min_block_ns = min_block_ns;
+        uint32_t f = p.frames.intern(Frame{"work", "/srv/app.py", 3, false});
+        uint32_t s = p.frames.intern(Frame{wait_leaf(WaitReason::Sleep), "", 0, true});
+        stack = p.stacks.intern({f});
+        leaf_sleep = p.stacks.intern({f, s});
+        auto& pr = p.processes[4242];
+        pr.pid = pr.ns_pid = 4242;
+        pr.comm = "python3";
+        pr.threads[4242].tid = 4242;
+    }
+    void cpu(int n, GilState gil = GilState::NA) {
+        for (int i = 0; i < n; i++) add({ts += kPeriod, stack, 0, SampleKind::Cpu, kPeriod, gil});
+    }
+    void off(uint64_t weight_ns, bool aggregate = false, GilState gil = GilState::NA,
+             WaitReason why = WaitReason::Sleep) {
+        add({ts += weight_ns, leaf_sleep, 0, SampleKind::OffCpu, weight_ns, gil, why, aggregate});
+    }
+    void add(Sample s) { p.processes[4242].threads[4242].samples.push_back(s); }
+    RunOutcome outcome() const { return run_outcome(p, RunFacts{1, false, false, false, {}}, {}, 0, false); }
+};
+
+TEST(RunSummary, CpuModeSaysTheOnCpuTimeAndThatOffCpuIsNotSampled) {
+    // The synthetic --all-python run: every sample on CPU, one period each.
+    Profile p = test::synthetic_profile(2, 20, 99);
+    const ModeTotals t = mode_totals(p);
+    EXPECT_EQ(t.mode, ProfileMode::Cpu);
+    EXPECT_EQ(t.on_cpu_ns, p.total_samples() * p.run.period_ns);
+    EXPECT_EQ(t.on_cpu_ns, p.total_weight_ns(SampleKind::Cpu));
+    EXPECT_EQ(t.off_cpu_ns, 0u);
+    char want[200];
+    snprintf(want, sizeof want,
+             "  mode cpu: %.3f s on CPU (time off CPU is not sampled in this mode; --mode wall adds it)\n",
+             t.on_cpu_ns / 1e9);
+    EXPECT_EQ(mode_lines(t), want) << "no GIL line while no sample's GIL state is known";
+}
+
+TEST(RunSummary, WallModeSumsWeightsByKindAndNamesTheMinBlock) {
+    Run r(ProfileMode::Wall, 2'000'000);
+    r.cpu(150);                       // 1.5 s on CPU
+    r.off(6'000'000'000);             // one long interval: 6 s
+    r.off(1'234'567'890);             // 1.234567890 s
+    r.off(2'000'100, true);           // aggregates of intervals under 2 ms: 4.000200 ms
+    r.off(2'000'100, true);
+    const RunOutcome o = r.outcome();
+    EXPECT_EQ(o.mode.on_cpu_ns, 1'500'000'000u);
+    EXPECT_EQ(o.mode.off_cpu_ns, 7'238'568'090u);
+    EXPECT_EQ(o.mode.aggregate_ns, 4'000'200u);
+    EXPECT_EQ(o.mode.min_block_ns, 2'000'000u);
+    const std::string text = o.text("/tmp/w.json");
+    EXPECT_NE(text.find("Wrote /tmp/w.json: 154 samples, 1 process, 1 thread, 0 lost, 0 unresolved\n"
+                        "  mode wall: 1.500 s on CPU, 7.239 s off CPU (0.004 s of it in intervals shorter than the "
+                        "2 ms --min-block, summed per thread and reason)\n"),
+              std::string::npos)
+        << text;
+}
+
+TEST(RunSummary, MinBlockIsWrittenAsTheUserWouldWriteIt) {
+    for (auto [ns, says] : std::vector<std::pair<uint64_t, std::string>>{
+             {10'000, "10 us"}, {500'000, "500 us"}, {1'000'000, "1 ms"}, {2'500'000, "2.5 ms"},
+             {250'000'000, "250 ms"}, {1'000'000'000, "1 s"}}) {
+        Run r(ProfileMode::Wall, ns);
+        r.off(5'000'000);
+        EXPECT_NE(mode_lines(mode_totals(r.p)).find("the " + says + " --min-block"), std::string::npos) << says;
+    }
+}
+
+TEST(RunSummary, GilModeSaysWhatWasKept) {
+    Run r(ProfileMode::Gil);
+    r.cpu(42, GilState::Held);
+    const std::string text = mode_lines(mode_totals(r.p));
+    EXPECT_EQ(text,
+              "  mode gil: 0.420 s on CPU holding the GIL kept (samples not holding it are left out)\n"
+              "  GIL: 0.420 s held\n");
+}
+
+TEST(RunSummary, GilStatesAreSummedByWeightWhenAnyIsKnown) {
+    Run r(ProfileMode::Wall, 1'000'000);
+    r.cpu(30, GilState::Held);
+    r.cpu(10, GilState::Neither);
+    r.off(250'000'000, false, GilState::Waiting, WaitReason::Gil);
+    r.off(50'000'000, false, GilState::Neither);
+    r.cpu(5);  // a process whose GIL is not known
+    const ModeTotals t = mode_totals(r.p);
+    EXPECT_EQ(t.gil_ns.at(GilState::Held), 300'000'000u);
+    EXPECT_EQ(t.gil_ns.at(GilState::Waiting), 250'000'000u);
+    EXPECT_EQ(t.gil_ns.at(GilState::Neither), 150'000'000u);
+    EXPECT_EQ(t.gil_ns.at(GilState::NA), 50'000'000u);
+    const std::string text = mode_lines(t);
+    EXPECT_NE(text.find("  GIL: 0.300 s held, 0.250 s waiting, 0.150 s neither, 0.050 s n/a (not known)\n"),
+              std::string::npos)
+        << text;
+    // A free-threaded build: every state n/a, so no GIL line at all (never a guess).
+    Run ft(ProfileMode::Wall, 1'000'000);
+    ft.cpu(10);
+    ft.off(10'000'000);
+    EXPECT_EQ(mode_lines(mode_totals(ft.p)).find("GIL"), std::string::npos);
+}
+
+TEST(RunSummary, ModeTotalsCrossTheAgentsJsonUnchanged) {
+    Run r(ProfileMode::Wall, 500'000);
+    r.cpu(3, GilState::Held);
+    r.off(7'000'000, false, GilState::Waiting, WaitReason::Gil);
+    r.off(600'000, true, GilState::Neither);
+    const RunOutcome o = r.outcome();
+    const nlohmann::json j = to_json(o);
+    EXPECT_EQ(j.at("mode"), "wall");
+    EXPECT_EQ(j.at("on_cpu_ns"), 30'000'000u);
+    EXPECT_EQ(j.at("off_cpu_ns"), 7'600'000u);
+    EXPECT_EQ(j.at("min_block_ns"), 500'000u);
+    EXPECT_EQ(j.at("aggregate_ns"), 600'000u);
+    EXPECT_EQ(j.at("gil_ns"), (nlohmann::json{{"held", 30'000'000u}, {"waiting", 7'000'000u}, {"neither", 600'000u}}));
+    RunOutcome back;
+    std::string error;
+    ASSERT_TRUE(from_json(j, back, error)) << error;
+    EXPECT_EQ(back.mode, o.mode);
+    EXPECT_EQ(back.text("x"), o.text("x"));
+    for (const char* bad : {R"("mode":"fast")", R"("gil_ns":{"holding":1})"}) {
+        nlohmann::json broken = j;
+        nlohmann::json patch = nlohmann::json::parse(std::string("{") + bad + "}");
+        broken.update(patch);
+        RunOutcome out;
+        EXPECT_FALSE(from_json(broken, out, error)) << bad;
+        EXPECT_NE(error.find("malformed"), std::string::npos) << error;
+    }
+    nlohmann::json missing = j;
+    missing.erase("off_cpu_ns");
+    RunOutcome out;
+    EXPECT_FALSE(from_json(missing, out, error));
+}
+
+}  // namespace
+}  // namespace pbp
