@@ -59,7 +59,24 @@ static __always_inline int walk_done(const struct sample_info *si, __u64 stack_i
 	e->depth = depth;
 	e->stack_flags = flags;
 	e->reason = reason;
-	e->fresh = wake;
+	e->fresh = 0;
+	if (wake) { /* the interval's record may come long after: have the stack read now */
+		struct pbp_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (!r) {
+			e->fresh = 1; /* then its record wakes the consumer */
+			stat_add(PBP_STAT_EVENT_DROP, 1);
+			return 0;
+		}
+		__builtin_memset(r, 0, sizeof(*r));
+		r->ts_ns = si->now;
+		r->type = PBP_EV_STACK;
+		r->pid = si->tgid;
+		r->tid = tid;
+		r->stack_id = stack_id;
+		r->depth = depth;
+		r->cpu = bpf_get_smp_processor_id();
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	}
 	return 0;
 }
 

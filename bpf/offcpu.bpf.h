@@ -25,10 +25,13 @@
  *   happen only when both paths have the same depth, and both innermost frames' instructions
  *   match; before 3.11 frame objects are reused from free lists, and the code object compared
  *   keeps a reused frame of another function from matching.
- * - Walk budget: at most one walk per thread per offcpu_walk_budget_ns (100 us) of wall time. A
- *   switch-out that would walk sooner reuses the last walked stack, and its interval's record is
+ * - Walk budget: at most one walk per thread per offcpu_walk_budget_ns (100 us) of wall time
+ *   on average, in bursts of up to 8 (OFFCPU_WALK_BURST + 1: a thread that writes its output
+ *   and then blocks for a long time somewhere else, within microseconds, has both walked). A
+ *   switch-out over the budget reuses the last walked stack, and its interval's record is
  *   flagged PBP_F_AGGREGATE (an approximation, like an aggregate: its stack is one the thread
- *   blocked with less than 100 us before). Its weight and wait reason are exact.
+ *   blocked with shortly before). Its weight and wait reason are exact. Only a thread that
+ *   blocks at a new place more than 10,000 times a second for long is over it.
  * Non-targets pay one failed lookup per switch: the next side looks next up in the offcpu map,
  * and remembers per CPU whether the task now running is a target (offcpu_cpu_map), so the prev
  * side of the next switch on that CPU needs no lookup. A CPU looks prev up once more after a
@@ -43,6 +46,9 @@
 /* include/linux/sched.h, the same on every supported kernel */
 #define PBP_TASK_UNINTERRUPTIBLE 0x0002
 #define PBP_TASK_DEAD 0x0080
+
+/* Walks a thread may make in a burst beyond its budget (see the top of this file). */
+#define OFFCPU_WALK_BURST 7
 
 /* task_struct.state before 5.14 (renamed __state) */
 struct task_struct___pre514 {
@@ -215,12 +221,17 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		stat_add(PBP_STAT_OFFCPU_REUSED, 1);
 		return 0;
 	}
-	if (e->walk_ns && now - e->walk_ns < offcpu_walk_budget_ns) {
+	/* The walk budget, a token bucket kept as one time (walk_ns: when the thread's budget
+	 * is used up to): each walk moves it offcpu_walk_budget_ns on, never from further back
+	 * than now - OFFCPU_WALK_BURST budgets, and a walk is allowed while it is not that far
+	 * ahead of now. */
+	__u64 budget = offcpu_walk_budget_ns;
+	if (e->walk_ns > now + OFFCPU_WALK_BURST * budget) {
 		e->approx = 1;
 		stat_add(PBP_STAT_OFFCPU_OVER_BUDGET, 1);
 		return 0;
 	}
-	e->walk_ns = now;
+	e->walk_ns = (e->walk_ns > now ? e->walk_ns : now) + budget;
 	e->id_tstate = ts;
 	e->id_leaf = frame;
 	e->id_leaf_code = leaf_code;

@@ -171,6 +171,10 @@ enum pbp_event_type {
 	PBP_EV_EXEC = 2,
 	PBP_EV_EXIT = 3,
 	PBP_EV_FORK = 4,          /* a profiled process forked a new process (pid = child) */
+	/* --mode wall: a stack new to the consumer was walked at a switch-out (stack_id, pid, tid).
+	 * Its record comes at the thread's switch-in, maybe much later: its code objects are to be
+	 * read now, while they live. Not a sample. */
+	PBP_EV_STACK = 5,
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack:
@@ -242,7 +246,7 @@ struct pbp_offcpu {
 	 * instruction word) and its caller (address, instruction word). A switch-out that reads
 	 * the same reuses stack_id without a walk (see bpf/offcpu.bpf.h). */
 	__u64 id_tstate, id_leaf, id_leaf_code, id_leaf_instr, id_caller, id_caller_instr;
-	__u64 walk_ns;                 /* when the thread's stack was last walked (the walk budget) */
+	__u64 walk_ns;                 /* the walk budget: used up to this time (see bpf/offcpu.bpf.h) */
 	__u32 tgid;
 	__u16 depth;                   /* of stack_id */
 	__u16 reason;                  /* enum pbp_reason of the walk (stack_id 0 and PBP_OK: never walked) */

@@ -578,6 +578,9 @@ void Engine::on_record(const pbp_event& e) {
         case PBP_EV_SAMPLE:
             on_sample(e);
             break;
+        case PBP_EV_STACK:  // read (symbolized and cached by id) now, while its code objects live
+            if (targets_.count(static_cast<pid_t>(e.pid))) store_->stack_for(e);
+            break;
         case PBP_EV_EXEC:
         case PBP_EV_FORK:
             on_exec_or_fork(e);
