@@ -60,6 +60,13 @@ static __always_inline int walk_done(const struct sample_info *si, __u64 stack_i
 	e->stack_flags = flags;
 	e->reason = reason;
 	e->fresh = 0;
+	if (e->walk_slot < 2) {
+		struct pbp_offcpu_seen *seen = &e->seen[e->walk_slot & 1];
+		seen->stack_id = stack_id;
+		seen->depth = depth;
+		seen->stack_flags = flags;
+		seen->reason = reason;
+	}
 	if (wake) { /* the interval's record may come long after: have the stack read now */
 		struct pbp_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (!r) {

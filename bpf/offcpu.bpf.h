@@ -17,8 +17,9 @@
  * times a second, mostly from the same place):
  * - Identity check. Before walking, read the thread state (the thread-state cache makes that
  *   one read), the leaf frame (address, code object, instruction word) and its caller (address,
- *   instruction word), and compare them with those the thread's last walk started from: equal,
- *   the last stack id is reused and nothing is walked. Limit: frames below the caller are not
+ *   instruction word), and compare them with those two of the thread's last walks started from
+ *   (seen[]: a thread that alternates between two places, such as a write that wakes a peer
+ *   and a read, reuses both): equal, that walk's stack id is reused and nothing is walked. Limit: frames below the caller are not
  *   compared, so a thread that blocks at the same instruction of the same two innermost frames
  *   (same frame addresses too) under different outer frames gets the stack of the first of
  *   them. With 3.11+'s frames in a per-thread stack, the same addresses under different callers
@@ -197,29 +198,34 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	si->gil = e->gil;
 	si->wait = wait;
 
+	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
 	__u32 reason = PBP_OK;
 	__u64 frame = 0, interp = 0;
 	int have_frame = 0;
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
-	if (!ts) {
-		e->id_tstate = 0;
+	if (!ts)
 		return walk_done(si, 0, 0, 0, reason, 0);
-	}
 	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
-	if (reason) {
-		e->id_tstate = 0;
+	if (reason)
 		return walk_done(si, 0, 0, 0, reason, 0);
-	}
 	/* The identity check (see the top of this file). */
 	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_prev, caller_code, caller_instr = 0;
 	if (frame && offcpu_frame_id(&proc->off, s, frame, &leaf_prev, &leaf_code, &leaf_instr) == 0 &&
 	    (!leaf_prev ||
-	     offcpu_frame_id(&proc->off, s, leaf_prev, &caller_prev, &caller_code, &caller_instr) == 0) &&
-	    e->id_tstate == ts && e->id_leaf == frame && e->id_leaf_code == leaf_code &&
-	    e->id_leaf_instr == leaf_instr && e->id_caller == leaf_prev &&
-	    e->id_caller_instr == caller_instr && (e->stack_id || e->reason != PBP_OK)) {
-		stat_add(PBP_STAT_OFFCPU_REUSED, 1);
-		return 0;
+	     offcpu_frame_id(&proc->off, s, leaf_prev, &caller_prev, &caller_code, &caller_instr) == 0)) {
+		for (int k = 0; k < 2; k++) {
+			struct pbp_offcpu_seen *seen = &e->seen[k];
+			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == leaf_code &&
+			    seen->leaf_instr == leaf_instr && seen->caller == leaf_prev &&
+			    seen->caller_instr == caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
+				e->stack_id = seen->stack_id;
+				e->depth = seen->depth;
+				e->stack_flags = seen->stack_flags;
+				e->reason = seen->reason;
+				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
+				return 0;
+			}
+		}
 	}
 	/* The walk budget, a token bucket kept as one time (walk_ns: when the thread's budget
 	 * is used up to): each walk moves it offcpu_walk_budget_ns on, never from further back
@@ -232,12 +238,18 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		return 0;
 	}
 	e->walk_ns = (e->walk_ns > now ? e->walk_ns : now) + budget;
-	e->id_tstate = ts;
-	e->id_leaf = frame;
-	e->id_leaf_code = leaf_code;
-	e->id_leaf_instr = leaf_instr;
-	e->id_caller = leaf_prev;
-	e->id_caller_instr = caller_instr;
+	__u32 slot = e->next_slot & 1;
+	e->next_slot = slot ^ 1;
+	e->walk_slot = slot;
+	struct pbp_offcpu_seen *seen = &e->seen[slot];
+	seen->tstate = ts;
+	seen->leaf = frame;
+	seen->leaf_code = leaf_code;
+	seen->leaf_instr = leaf_instr;
+	seen->caller = leaf_prev;
+	seen->caller_instr = caller_instr;
+	seen->stack_id = 0;
+	seen->reason = PBP_OK; /* not walked yet: no match until the walk fills it */
 	stat_add(PBP_STAT_OFFCPU_WALK, 1);
 	/* first_frame armed the 3.11/3.12 cframe check; the reads above left it alone. */
 	return walk_from(ctx, progs, s, proc, tgid, now, use_loop, frame, interp, 0);

@@ -238,14 +238,22 @@ enum pbp_wait {
  * stack id here with the switch-out time and the wait reason; at its switch-in (the next side of a
  * later sched_switch) the interval ends and its record carries that stack id. Userspace reads
  * what is left at a session's end: the pending intervals and the sums not emitted yet. */
+/* A stack a thread blocked with lately, and what it was walked from: the thread state, the leaf
+ * frame (address, code object, instruction word) and its caller (address, instruction word). A
+ * switch-out that reads the same reuses the stack without a walk (see bpf/offcpu.bpf.h). */
+struct pbp_offcpu_seen {
+	__u64 tstate, leaf, leaf_code, leaf_instr, caller, caller_instr;
+	__u64 stack_id;
+	__u16 depth, reason, stack_flags, _pad;
+};
+
 struct pbp_offcpu {
 	__u64 out_ns;                  /* when switched out; 0 = on CPU (no interval pending) */
 	__u64 sum_ns[PBP_WAIT_COUNT];  /* intervals shorter than min_block, per enum pbp_wait, not emitted yet */
 	__u64 stack_id;                /* the stack at the last switch-out (0: none, see reason) */
-	/* What stack_id was walked from: the thread state, the leaf frame (address, code object,
-	 * instruction word) and its caller (address, instruction word). A switch-out that reads
-	 * the same reuses stack_id without a walk (see bpf/offcpu.bpf.h). */
-	__u64 id_tstate, id_leaf, id_leaf_code, id_leaf_instr, id_caller, id_caller_instr;
+	/* The last two places the thread blocked at (two: a thread that alternates between two,
+	 * e.g. a write that wakes a peer and a read, reuses both). */
+	struct pbp_offcpu_seen seen[2];
 	__u64 walk_ns;                 /* the walk budget: used up to this time (see bpf/offcpu.bpf.h) */
 	__u32 tgid;
 	__u16 depth;                   /* of stack_id */
@@ -256,7 +264,8 @@ struct pbp_offcpu {
 	__u8 approx;                   /* the pending interval's switch-out was over the walk budget:
 					* stack_id is an earlier stack, its record is PBP_F_AGGREGATE */
 	__u8 fresh;                    /* stack_id is new in the stacks map: its first record wakes the consumer */
-	__u16 _pad;
+	__u8 walk_slot;                /* the seen[] slot the walk under way fills (2: none) */
+	__u8 next_slot;                /* the seen[] slot the next walk replaces */
 };
 
 /* Sample flags. */
