@@ -43,6 +43,50 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	return 0;
 }
 
+/* The end of a walk: an on-CPU sample is emitted; an off-CPU switch-out's walk (kind
+ * PBP_KIND_OFF_CPU) is kept in the thread's offcpu entry, and emitted with the interval at the
+ * thread's switch-in (offcpu.bpf.h). */
+static __always_inline int walk_done(const struct sample_info *si, __u64 stack_id, __u32 depth,
+				     __u32 flags, __u32 reason, int wake)
+{
+	if (si->kind != PBP_KIND_OFF_CPU)
+		return emit(si, stack_id, depth, flags, reason, wake);
+	__u32 tid = si->tid;
+	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	if (!e)
+		return 0;
+	e->stack_id = stack_id;
+	e->depth = depth;
+	e->stack_flags = flags;
+	e->reason = reason;
+	e->fresh = 0;
+	if (e->walk_slot < 2) {
+		struct pbp_offcpu_seen *seen = &e->seen[e->walk_slot & 1];
+		seen->stack_id = stack_id;
+		seen->depth = depth;
+		seen->stack_flags = flags;
+		seen->reason = reason;
+	}
+	if (wake) { /* the interval's record may come long after: have the stack read now */
+		struct pbp_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (!r) {
+			e->fresh = 1; /* then its record wakes the consumer */
+			stat_add(PBP_STAT_EVENT_DROP, 1);
+			return 0;
+		}
+		__builtin_memset(r, 0, sizeof(*r));
+		r->ts_ns = si->now;
+		r->type = PBP_EV_STACK;
+		r->pid = si->tgid;
+		r->tid = tid;
+		r->stack_id = stack_id;
+		r->depth = depth;
+		r->cpu = bpf_get_smp_processor_id();
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	}
+	return 0;
+}
+
 /* A new stack wakes the consumer at once only if it holds a code object the consumer has not
  * been shown yet (it may be short-lived: a module body, exec'd code), or if this CPU has
  * stored FRESH_UNWOKEN new stacks since it last woke it (it reads each from the LRU stacks
@@ -82,11 +126,11 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 	const struct sample_info *si = &s->cur;
 	__u32 tgid = si->tgid;
 	if (s->cframe_check.stale) /* what was walked is stale: no stack */
-		return emit(si, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
+		return walk_done(si, 0, 0, 0, PBP_ERR_CFRAME_STALE, 0);
 	if (st->flags & PBP_F_TRUNCATED)
 		stat_add(PBP_STAT_TRUNCATED, 1);
 	if (!st->depth)
-		return emit(si, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME, 0);
+		return walk_done(si, 0, 0, st->flags, st->reason ? st->reason : PBP_ERR_NO_FRAME, 0);
 
 	__u64 id = st->hash ? st->hash : 1;
 	int fresh = 0;
@@ -98,7 +142,7 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 			stat_add(PBP_STAT_STACK_NEW, 1);
 			fresh = 1;
 		} else if (!bpf_map_lookup_elem(&stacks, &id)) {
-			return emit(si, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
+			return walk_done(si, 0, st->depth, st->flags, PBP_ERR_STACK_MAP, 0);
 		}
 	}
 	*seen = id;
@@ -121,7 +165,7 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 	}
 	if (t)
 		time_section(PBP_STAT_T_STACKMAP, t);
-	return emit(si, id, st->depth, st->flags, st->reason, wake);
+	return walk_done(si, id, st->depth, st->flags, st->reason, wake);
 }
 
 static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)

@@ -18,6 +18,16 @@ const volatile __u32 nolp_chunk = PBP_NOLP_CHUNK;
 /* Time the sampler's sections into PBP_STAT_T_* (PYBPFPROF_TIMING); off, the verifier
  * removes every timing instruction. */
 const volatile __u32 section_timing = 0;
+/* --mode wall: off-CPU intervals shorter than this are summed per thread and wait reason, and
+ * emitted once the sum reaches it. Not a load-time constant: the engine sets it (the smallest of
+ * the live wall sessions') whenever a wall session starts or stops. */
+volatile __u64 min_block_ns = 1000000;
+/* --mode wall: bumped by userspace whenever a process becomes a wall target, so each CPU looks
+ * up the task it switches out once more (it may be one of the new target's threads, already
+ * running when its entry was made; see offcpu_cpu). Starts at 1: a CPU's first switch looks. */
+volatile __u32 offcpu_epoch = 1;
+/* --mode wall: at most one stack walk per thread per this much wall time (see offcpu.bpf.h). */
+const volatile __u64 offcpu_walk_budget_ns = 100000;
 /* No sampling period here: an on-CPU sample's weight is its perf event's period
  * (ctx->sample_period), so userspace changes the rate by reopening the perf events alone, and
  * a record keeps the period it was made with. */
@@ -189,6 +199,40 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } nolp_progs SEC(".maps");
+
+/* The same for the off-CPU switch-out walk without bpf_loop (walk_nolp_rt, raw_tp): a tail
+ * call stays within one program type, and a program array belongs to the type of its first
+ * program. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} nolp_rtprogs SEC(".maps");
+
+/* --mode wall: the off-CPU state of every tracked thread (key: host tid; see abi.h). A
+ * preallocated hash: sched_switch never allocates. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, struct pbp_offcpu);
+} offcpu SEC(".maps");
+
+/* --mode wall, per CPU: the task running here, if it is a wall target's thread (tid, 0 if not),
+ * as the last sched_switch on this CPU found it, so the prev side of the next switch needs no
+ * lookup. epoch: offcpu_epoch when that was found. */
+struct offcpu_cpu {
+	__u32 tid;
+	__u32 epoch;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_cpu);
+} offcpu_cpu_map SEC(".maps");
 
 /* The set of code objects the consumer has been shown (see emit.bpf.h). */
 #define SHOWN_SLOTS 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */

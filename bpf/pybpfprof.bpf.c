@@ -12,6 +12,11 @@
  *                     walk_nolp through tail calls, up to PBP_MAX_DEPTH_NO_LOOP frames
  * Userspace autoloads exactly one of them (walk_nolp goes with on_sample_nolp).
  *
+ * --mode wall adds one scheduler program (attached only while a wall session runs):
+ *   on_switch       - tp_btf/sched_switch: a target thread's stack is kept as it leaves the
+ *                     CPU, and its interval emitted when it is back (without bpf_loop:
+ *                     on_switch_nolp, raw_tp, + walk_nolp_rt through tail calls)
+ *
  * This file holds the entry programs; the rest is split by concern:
  *   maps.bpf.h          the maps, their value types and the knobs set before load
  *   util.bpf.h          statistics, section timing, user reads, loads from read windows
@@ -19,6 +24,8 @@
  *   frame_walk.bpf.h    the walk over the thread's frames, one step per frame
  *   gil.bpf.h           the GIL: does the sampled thread hold it, is a blocked thread waiting for it
  *   emit.bpf.h          records, the stack store, and when a new stack wakes the consumer
+ *   sample.bpf.h        one sample of the current thread: thread state, walk, emit (both samplers)
+ *   offcpu.bpf.h        --mode wall: off-CPU intervals from the scheduler
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -26,17 +33,13 @@
 #include <bpf/bpf_tracing.h>
 
 #include "maps.bpf.h"
-#include "util.bpf.h"
-#include "thread_state.bpf.h"
-#include "frame_walk.bpf.h"
-#include "gil.bpf.h"
-#include "emit.bpf.h"
+#include "sample.bpf.h"
+#include "offcpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 /* Both samplers: advance this CPU's sampled clock (every perf event, whatever runs), then for a
- * profiled process find the thread state and the first frame, walk (use_loop: with bpf_loop,
- * else through tail calls to walk_nolp) and emit. */
+ * profiled process walk and emit (use_loop: with bpf_loop, else through tail calls to walk_nolp). */
 static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 {
 	__u32 zero = 0;
@@ -67,44 +70,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->flags = 0;
 	si->gil = PBP_GIL_NA;
 	si->wait = PBP_WAIT_NONE;
-
-	__u32 reason = PBP_OK;
-	__u64 frame = 0, interp = 0;
-	int have_frame = 0;
-	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
-	__u64 t = time_section(PBP_STAT_T_TSTATE, now);
-	if (!ts)
-		return emit(si, 0, 0, 0, reason, 0);
-	si->gil = gil_state_on_cpu(proc, interp, ts);
-
-	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
-	if (reason)
-		return emit(si, 0, 0, 0, reason, 0);
-	t = time_section(PBP_STAT_T_FRAME0, t);
-	if (!frame)
-		return emit(si, 0, 0, 0, PBP_ERR_NO_FRAME, 0);
-	code_gen_read(&proc->off, s, interp, now, tgid);
-
-	struct frame_walk w = {};
-	w.proc = proc;
-	w.s = s;
-	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
-	w.st.frame = frame;
-	w.st.hash = pbp_stack_hash_init(tgid, proc->generation);
-	w.st.max_depth = proc->max_depth;
-	if (use_loop) {
-		if (w.st.max_depth > PBP_MAX_DEPTH)
-			w.st.max_depth = PBP_MAX_DEPTH;
-		bpf_loop(PBP_MAX_DEPTH + 1, frame_walk_cb, &w, 0);
-		t = time_section(PBP_STAT_T_WALK, t);
-		return finish_walk(s, &w.st, t, 1);
-	}
-	/* No bpf_loop: the walk goes on in walk_nolp, nolp_chunk frames per run. */
-	if (w.st.max_depth > nolp_chunk * PBP_NOLP_RUNS)
-		w.st.max_depth = nolp_chunk * PBP_NOLP_RUNS;
-	s->walk = w.st;
-	bpf_tail_call(ctx, &nolp_progs, 0);
-	return emit(si, 0, 0, 0, PBP_ERR_TAIL_CALL, 0);
+	return walk_and_emit(ctx, &nolp_progs, s, proc, pid_tgid, now, use_loop);
 }
 
 /* The sampler with bpf_loop (5.17+). */
@@ -121,40 +87,38 @@ int on_sample_nolp(struct bpf_perf_event_data *ctx)
 	return sample(ctx, 0);
 }
 
-/* One chunk of the no-bpf_loop frame walk; tail-calls itself until the walk ends. The
- * tail-call limit (33 runs) is above PBP_NOLP_RUNS, so a walk ends by max_depth first;
- * running out of tail calls anyway is marked as truncation. */
+/* One chunk of the no-bpf_loop frame walk; tail-calls itself until the walk ends. */
 SEC("perf_event")
 int walk_nolp(struct bpf_perf_event_data *ctx)
 {
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
-		return 0;
-	__u32 tgid = s->cur.tgid;
-	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc)
-		return 0;
-	struct frame_walk w = {};
-	w.proc = proc;
-	w.s = s;
-	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
-	w.st = s->walk;
-	int done = 0;
-	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {
-		if (i >= nolp_chunk) /* a constant at load time: the verifier drops the rest */
-			break;
-		if (frame_walk_step(&w)) {
-			done = 1;
-			break;
-		}
-	}
-	if (!done) {
-		s->walk = w.st;
-		bpf_tail_call(ctx, &nolp_progs, 0);
-		w.st.flags |= PBP_F_TRUNCATED; /* out of tail calls */
-	}
-	return finish_walk(s, &w.st, 0, 0);
+	return walk_nolp_chunk(ctx, &nolp_progs);
+}
+
+/* ---- off CPU (--mode wall; attached only while a wall session runs) ------------------ */
+
+/* Every context switch while a wall session runs (offcpu.bpf.h): the interval of next ends (its
+ * record is emitted), and prev, a wall target's thread, has its stack kept as it blocks. With
+ * bpf_loop: tp_btf (the task's fields are plain loads). */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return offcpu_switch(ctx, &nolp_rtprogs, 1, preempt, prev, next->pid);
+}
+
+/* Without bpf_loop (5.10 .. 5.16): raw_tp, because the switch-out walk goes on in walk_nolp_rt
+ * through tail calls, which tp_btf programs cannot make there. */
+SEC("raw_tp/sched_switch")
+int on_switch_nolp(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx->args[1];
+	struct task_struct *next = (struct task_struct *)ctx->args[2];
+	return offcpu_switch(ctx, &nolp_rtprogs, 0, (int)ctx->args[0], prev, BPF_CORE_READ(next, pid));
+}
+
+SEC("raw_tp")
+int walk_nolp_rt(struct bpf_raw_tracepoint_args *ctx)
+{
+	return walk_nolp_chunk(ctx, &nolp_rtprogs);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */
@@ -201,14 +165,16 @@ int BPF_PROG(on_exit, struct task_struct *p)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!(watch_flags & PBP_WATCH_EXEC))
-		return 0;
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	if (!bpf_map_lookup_elem(&procs, &ptgid))
-		return 0;
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (cpid != ctgid) /* a new thread, not a new process */
+	if (cpid != ctgid) { /* a new thread, not a new process */
+		offcpu_new_thread(ctgid, cpid);
+		return 0;
+	}
+	if (!(watch_flags & PBP_WATCH_EXEC))
+		return 0;
+	if (!bpf_map_lookup_elem(&procs, &ptgid))
 		return 0;
 	emit_proc_event(PBP_EV_FORK, ctgid, ptgid);
 	return 0;

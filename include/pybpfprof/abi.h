@@ -163,7 +163,11 @@ struct pbp_proc {
 	__u64 gil_addr;           /* PBP_GIL_WHERE_ADDR: the GIL struct's address, else 0 */
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
+	__u32 flags;              /* PBP_PROC_* */
+	__u32 _pad;
 };
+/* --mode wall: the process's threads are tracked off CPU (the scheduler programs). */
+#define PBP_PROC_WALL (1u << 0)
 
 /* ---- stacks ------------------------------------------------------------------ */
 
@@ -188,6 +192,10 @@ enum pbp_event_type {
 	PBP_EV_EXEC = 2,
 	PBP_EV_EXIT = 3,
 	PBP_EV_FORK = 4,          /* a profiled process forked a new process (pid = child) */
+	/* --mode wall: a stack new to the consumer was walked at a switch-out (stack_id, pid, tid).
+	 * Its record comes at the thread's switch-in, maybe much later: its code objects are to be
+	 * read now, while they live. Not a sample. */
+	PBP_EV_STACK = 5,
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack:
@@ -242,6 +250,45 @@ enum pbp_wait {
 };
 #define PBP_WAIT_COUNT 5
 
+/* ---- off-CPU tracking (--mode wall) ----------------------------------------------- */
+
+/* Per thread of a wall target (the offcpu map, key: host tid). Made by userspace for every thread
+ * of a process when it becomes a wall target, and by the fork tracepoint for the threads it makes
+ * later; deleted at the thread's last switch-out (its exit). The sched_switch program walks the
+ * thread's stack when it is switched out (prev == current: its memory is readable) and keeps the
+ * stack id here with the switch-out time and the wait reason; at its switch-in (the next side of a
+ * later sched_switch) the interval ends and its record carries that stack id. Userspace reads
+ * what is left at a session's end: the pending intervals and the sums not emitted yet. */
+/* A stack a thread blocked with lately, and what it was walked from: the thread state, the leaf
+ * frame (address, code object, instruction word) and its caller (address, instruction word). A
+ * switch-out that reads the same reuses the stack without a walk (see bpf/offcpu.bpf.h). */
+struct pbp_offcpu_seen {
+	__u64 tstate, leaf, leaf_code, leaf_instr, caller, caller_instr;
+	__u64 stack_id;
+	__u16 depth, reason, stack_flags, _pad;
+};
+
+struct pbp_offcpu {
+	__u64 out_ns;                  /* when switched out; 0 = on CPU (no interval pending) */
+	__u64 sum_ns[PBP_WAIT_COUNT];  /* intervals shorter than min_block, per enum pbp_wait, not emitted yet */
+	__u64 stack_id;                /* the stack at the last switch-out (0: none, see reason) */
+	/* The last two places the thread blocked at (two: a thread that alternates between two,
+	 * e.g. a write that wakes a peer and a read, reuses both). */
+	struct pbp_offcpu_seen seen[2];
+	__u64 walk_ns;                 /* the walk budget: used up to this time (see bpf/offcpu.bpf.h) */
+	__u32 tgid;
+	__u16 depth;                   /* of stack_id */
+	__u16 reason;                  /* enum pbp_reason of the walk (stack_id 0 and PBP_OK: never walked) */
+	__u16 stack_flags;             /* PBP_F_TRUNCATED / PBP_F_PARTIAL of the walk */
+	__u8 wait;                     /* enum pbp_wait of the pending interval */
+	__u8 gil;                      /* enum pbp_gil of the pending interval */
+	__u8 approx;                   /* the pending interval's switch-out was over the walk budget:
+					* stack_id is an earlier stack, its record is PBP_F_AGGREGATE */
+	__u8 fresh;                    /* stack_id is new in the stacks map: its first record wakes the consumer */
+	__u8 walk_slot;                /* the seen[] slot the walk under way fills (2: none) */
+	__u8 next_slot;                /* the seen[] slot the next walk replaces */
+};
+
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */
 #define PBP_F_PARTIAL (1u << 1)    /* the walk stopped on an error (reason says which) */
@@ -289,7 +336,11 @@ struct pbp_event {
 	X(STACK_NEW, "stack_new")               /* stack ids inserted into the stacks map */ \
 	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
 	X(SAMPLE_NS, "sample_ns")               /* time spent on profiled samples (entry to record) */ \
-	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */
+	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */ \
+	X(OFFCPU_FULL, "offcpu_full")           /* wall: a new thread of a target not tracked, the offcpu map full */ \
+	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
+	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
+	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

@@ -84,11 +84,16 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes : std::max<size_t>(1 << 20, online_cpus().size() * (256 << 10));
     rb = pow2_at_least(rb);
 
+    // --mode wall: the sched_switch program. Loaded with the rest; a kernel that refuses it gets
+    // the sampler without it, and a wall session says why.
+    bool wall = true;
+
     // Without bpf_loop, the frames walked per program run are a verifier-cost trade-off:
-    // try the larger chunk, and a smaller one if this kernel's verifier gives up on it.
+    // try the larger chunk, and a smaller one if this kernel's verifier gives up on it. A
+    // kernel that refuses the scheduler programs gets the sampler without them.
     std::vector<uint32_t> chunks{PBP_NOLP_CHUNK};
     if (!s->use_loop_) chunks.push_back(PBP_NOLP_CHUNK_SMALL);
-    for (size_t attempt = 0; attempt < chunks.size(); attempt++) {
+    for (size_t attempt = 0; attempt < chunks.size();) {
         LIBBPF_OPTS(bpf_object_open_opts, opts);
         if (!cfg.btf_path.empty()) opts.btf_custom_path = cfg.btf_path.c_str();
         s->skel_ = pybpfprof_bpf__open_opts(&opts);
@@ -103,6 +108,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch, wall && s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.on_switch_nolp, wall && !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.walk_nolp_rt, wall && !s->use_loop_);
         bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
         s->skel_->rodata->wakeup_bytes = rb / 8;
         bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
@@ -114,7 +122,17 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         }
         pybpfprof_bpf__destroy(s->skel_);
         s->skel_ = nullptr;
-        if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) continue;
+        if (wall) {  // the same again without the scheduler programs
+            wall = false;
+            s->wall_error_ = std::string("the kernel refused the scheduler programs: ") + strerror(-err);
+            continue;
+        }
+        if (attempt + 1 < chunks.size() && (err == -E2BIG || err == -EACCES || err == -EINVAL)) {
+            attempt++;
+            wall = s->wall_error_.rfind("the kernel refused", 0) == 0;
+            if (wall) s->wall_error_.clear();
+            continue;
+        }
         error = std::string("cannot load the BPF program: ") + strerror(-err) +
                 " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
         return nullptr;
@@ -139,6 +157,10 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             error = std::string("cannot set up the frame walk's tail call: ") + strerror(errno);
             return nullptr;
         }
+        fd = bpf_program__fd(s->skel_->progs.walk_nolp_rt);
+        if (s->wall_error_.empty() &&
+            bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_rtprogs), &key, &fd, BPF_ANY))
+            s->wall_error_ = std::string("cannot set up the off-CPU walk's tail call: ") + strerror(errno);
     }
 
     if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
@@ -199,6 +221,7 @@ bool BpfSampler::open_perf_events(std::string& error) {
 
 BpfSampler::~BpfSampler() {
     pause();
+    detach_wall();
     for (auto* l : tp_links_) bpf_link__destroy(l);
     if (rb_) ring_buffer__free(rb_);
     if (skel_) pybpfprof_bpf__destroy(skel_);
@@ -280,6 +303,93 @@ int BpfSampler::poll(int timeout_ms) {
 int BpfSampler::epoll_fd() const { return rb_ ? ring_buffer__epoll_fd(rb_) : -1; }
 
 int BpfSampler::drain() { return ring_buffer__consume(rb_); }
+
+bool BpfSampler::attach_wall(std::string& error) {
+    if (wall_attached()) return true;
+    if (!wall_error_.empty()) {
+        error = wall_error_;
+        return false;
+    }
+    bpf_program* prog = use_loop_ ? skel_->progs.on_switch : skel_->progs.on_switch_nolp;
+    bpf_link* l = bpf_program__attach(prog);
+    if (!l) {
+        error = std::string("cannot attach to sched_switch: ") + strerror(errno);
+        return false;
+    }
+    wall_links_ = {l};
+    return true;
+}
+
+void BpfSampler::detach_wall() {
+    for (auto* l : wall_links_) bpf_link__destroy(l);
+    wall_links_.clear();
+}
+
+void BpfSampler::set_min_block(uint64_t ns) { skel_->data->min_block_ns = ns; }
+
+bool BpfSampler::lookup_process(pid_t pid, pbp_proc& out) const {
+    uint32_t key = static_cast<uint32_t>(pid);
+    return bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &out, sizeof out, 0) == 0;
+}
+
+bool BpfSampler::set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out) {
+    uint32_t key = static_cast<uint32_t>(pid);
+    pbp_proc proc{};
+    if (bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, 0)) return false;
+    proc.flags = flags;
+    if (out) *out = proc;
+    // BPF_EXIST: an entry BPF deleted meanwhile (the process exec'd) is not brought back.
+    return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+}
+
+std::vector<std::pair<uint32_t, pbp_offcpu>> BpfSampler::offcpu_entries(pid_t pid) const {
+    std::vector<std::pair<uint32_t, pbp_offcpu>> out;
+    int fd = bpf_map__fd(skel_->maps.offcpu);
+    uint32_t key = 0, next = 0;
+    const uint32_t* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        pbp_offcpu e{};
+        if (bpf_map_lookup_elem(fd, &next, &e) == 0 && e.tgid == static_cast<uint32_t>(pid)) out.emplace_back(next, e);
+        key = next;
+        prev = &key;
+    }
+    return out;
+}
+
+bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) {
+    return bpf_map_update_elem(bpf_map__fd(skel_->maps.offcpu), &tid, &e, BPF_NOEXIST) == 0;
+}
+
+void BpfSampler::new_offcpu_epoch() { skel_->data->offcpu_epoch++; }
+
+bool BpfSampler::wall_link_alive() const {
+    if (wall_links_.empty()) return false;
+    struct bpf_link_info info {};
+    uint32_t len = sizeof(info);
+    return bpf_obj_get_info_by_fd(bpf_link__fd(wall_links_[0]), &info, &len) == 0 && info.prog_id != 0;
+}
+
+void BpfSampler::forget_offcpu(pid_t pid) {
+    int fd = bpf_map__fd(skel_->maps.offcpu);
+    for (auto& [tid, e] : offcpu_entries(pid)) bpf_map_delete_elem(fd, &tid);
+}
+
+namespace {
+BpfSampler::ProgStats stats_of(bpf_program* prog) {
+    BpfSampler::ProgStats ps;
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0) {
+        ps.run_time_ns = info.run_time_ns;
+        ps.run_cnt = info.run_cnt;
+    }
+    return ps;
+}
+}  // namespace
+
+BpfSampler::ProgStats BpfSampler::switch_stats() const {
+    return stats_of(use_loop_ ? skel_->progs.on_switch : skel_->progs.on_switch_nolp);
+}
 
 bool BpfSampler::lookup_stack(uint64_t id, pbp_stack& out) const {
     return bpf_map__lookup_elem(skel_->maps.stacks, &id, sizeof id, &out, sizeof out, 0) == 0;

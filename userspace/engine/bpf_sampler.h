@@ -35,6 +35,9 @@ struct SamplerConfig {
 class BpfSampler {
 public:
     using Handler = std::function<void(const pbp_event&)>;
+    struct ProgStats {
+        uint64_t run_time_ns = 0, run_cnt = 0;
+    };
 
     // Opens, loads and attaches everything; nullptr with a one-line error otherwise.
     static std::unique_ptr<BpfSampler> open(const SamplerConfig& cfg, Handler handler, std::string& error);
@@ -65,11 +68,34 @@ public:
     // Stops sampling (pause() until destroyed).
     void stop_sampling() { pause(); }
 
+    // --mode wall: the sched_switch program. Loaded with the rest when the kernel takes it,
+    // attached only while a wall session runs.
+    // wall_error(): why this kernel cannot (one line, "" when it can).
+    const std::string& wall_error() const { return wall_error_; }
+    bool attach_wall(std::string& error);
+    void detach_wall();
+    bool wall_attached() const { return !wall_links_.empty(); }
+    // Off-CPU intervals shorter than this are summed (the BPF global min_block_ns).
+    void set_min_block(uint64_t ns);
+    // Rewrites the PBP_PROC_* flags of a registered process (false when BPF no longer holds it).
+    // *out: its entry as rewritten.
+    bool set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out = nullptr);
+    bool lookup_process(pid_t pid, pbp_proc& out) const;  // its entry in BPF's procs map
+    // The offcpu map: the entries of one process's threads (by tid), seeding an entry for a
+    // thread asleep before it was tracked (kept if BPF has one already), forgetting a process's.
+    std::vector<std::pair<uint32_t, pbp_offcpu>> offcpu_entries(pid_t pid) const;
+    bool seed_offcpu(uint32_t tid, const pbp_offcpu& e);
+    void forget_offcpu(pid_t pid);
+    // After seeding a new target's entries: each CPU looks the task it switches out up once
+    // more (it may be one of them, running since before its entry was made).
+    void new_offcpu_epoch();
+    // The kernel's view of the sched_switch link: attached and holding its program.
+    bool wall_link_alive() const;
+    // run_time_ns / run_cnt of the sched_switch program.
+    ProgStats switch_stats() const;
+
     bool lookup_stack(uint64_t id, pbp_stack& out) const;
     std::array<uint64_t, PBP_STAT_COUNT> stats() const;  // summed over CPUs
-    struct ProgStats {
-        uint64_t run_time_ns = 0, run_cnt = 0;
-    };
     ProgStats prog_stats() const;
 
     bool uses_bpf_loop() const { return use_loop_; }
@@ -89,6 +115,8 @@ private:
     std::vector<bpf_link*> perf_links_;
     std::vector<int> perf_fds_;
     std::vector<bpf_link*> tp_links_;
+    std::vector<bpf_link*> wall_links_;
+    std::string wall_error_;
     Handler handler_;
     bool use_loop_ = true;
     uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop

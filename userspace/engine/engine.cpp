@@ -316,6 +316,13 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         status = st;
         return nullptr;
     }
+    if (cfg.mode == ProfileMode::Wall && !sampler_->wall_error().empty()) {
+        status = Status::cannot_profile("--mode wall is not available on kernel " + kernel_release() + ": " +
+                                        sampler_->wall_error() +
+                                        "; use a kernel with BTF and the sched_switch tracepoint "
+                                        "(Debian's 5.10+ kernels have them), or --mode cpu");
+        return nullptr;
+    }
     std::unique_ptr<Session> s(new Session(*this, cfg, std::move(sink)));
     for (auto& m : std::exchange(early_debug_, {})) s->event({EngineEvent::Debug, 0, false, 0, m});
     const TargetSpec& t = cfg.targets;
@@ -386,8 +393,14 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         status = Status::cannot_profile(error);
         return nullptr;
     }
+    if (std::string error; cfg.mode == ProfileMode::Wall && !sampler_->attach_wall(error)) {
+        status = Status::cannot_profile("--mode wall: " + error + " (kernel " + kernel_release() + "); use --mode cpu");
+        apply_wall();
+        return nullptr;
+    }
     Session* sp = s.get();
     sessions_.push_back(std::move(s));
+    apply_wall();
     sp->start_mono_ns_ = mono_ns();
     sp->start_unix_ns_ = real_ns();
     if (cfg.duration_s > 0) sp->deadline_ns_ = sp->start_mono_ns_ + static_cast<uint64_t>(cfg.duration_s * 1e9);
@@ -504,6 +517,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
     s.targets_.insert(t.pid);
     s.ever_.insert(t.pid);
     s.agg_->add_process(t.pid);
+    update_wall(t.pid);
     if (!t.warning.empty())
         s.event({EngineEvent::Warning, t.pid, false, 0, "PID " + std::to_string(t.pid) + ": " + t.warning});
     EngineEvent e{EngineEvent::TargetAdded, t.pid, announce};
@@ -520,6 +534,7 @@ void Engine::launch_tree_roots(Session& s) {
 
 void Engine::forget_in_bpf(pid_t pid) {
     sampler_->remove_process(pid);
+    if (wall_pids_.erase(pid)) sampler_->forget_offcpu(pid);
     symbolizer_->remove_process(pid);
     store_->forget_process(pid);
     targets_.erase(pid);
@@ -532,6 +547,7 @@ void Engine::release_target(Session& s, pid_t pid) {
     if (it == targets_.end()) return;
     it->second.erase(&s);
     if (it->second.empty()) forget_in_bpf(pid);
+    else update_wall(pid);
 }
 
 void Engine::target_gone(pid_t pid) {
@@ -562,6 +578,9 @@ void Engine::on_record(const pbp_event& e) {
         case PBP_EV_SAMPLE:
             on_sample(e);
             break;
+        case PBP_EV_STACK:  // read (symbolized and cached by id) now, while its code objects live
+            if (targets_.count(static_cast<pid_t>(e.pid))) store_->stack_for(e);
+            break;
         case PBP_EV_EXEC:
         case PBP_EV_FORK:
             on_exec_or_fork(e);
@@ -577,10 +596,28 @@ void Engine::on_record(const pbp_event& e) {
 void Engine::on_sample(const pbp_event& e) {
     auto it = targets_.find(static_cast<pid_t>(e.pid));
     if (it == targets_.end()) return;  // forgotten while its record was queued
-    uint32_t stack = store_->stack_for(e);
+    uint32_t stack = stack_for(e);
     registry_->on_sample(e.pid, e.tid);
-    for (Session* s : it->second)
-        if (e.ts_ns >= s->start_mono_ns_) s->agg_->on_sample(e, stack);  // not what was queued before it began
+    for (Session* s : it->second) {
+        // Not what was queued before it began, nor after it ended (stop() reads what is pending).
+        if (e.ts_ns < s->start_mono_ns_ || (s->end_mono_ns_ && e.ts_ns > s->end_mono_ns_)) continue;
+        const ProfileMode mode = s->cfg_.mode;
+        if (e.kind == PBP_KIND_OFF_CPU) {
+            if (mode != ProfileMode::Wall) continue;
+            // An interval that began before the session counts from its start.
+            const uint64_t since = e.ts_ns - s->start_mono_ns_;
+            if (e.weight_ns > since) {
+                if (!since) continue;
+                pbp_event clipped = e;
+                clipped.weight_ns = since;
+                s->agg_->on_sample(clipped, stack);
+                continue;
+            }
+        } else if (mode == ProfileMode::Gil && e.gil != PBP_GIL_HELD) {
+            continue;
+        }
+        s->agg_->on_sample(e, stack);
+    }
     if (store_->has_moves()) {
         auto moves = store_->take_moves();
         for (auto& s : sessions_) s->agg_->apply(moves);
@@ -733,9 +770,24 @@ Profile Engine::stop(Session* s) {
     if (sessions_.size() == 1 && cfg_.idle_without_sessions) pause_sampling();
     else if (sessions_.size() == 1) stop_sampling();
     else sampler_->drain();
+    const uint64_t end = mono_ns();
+    if (s->cfg_.mode == ProfileMode::Wall) {
+        flush_offcpu(*s, end);
+        if (cfg_.knobs.debug) {  // the scheduler program's cost so far (bpf_stats: since it was loaded)
+            const auto p = sampler_->switch_stats();
+            const auto st = sampler_->stats();
+            s->event({EngineEvent::Debug, 0, false, 0,
+                      "off-CPU program: sched_switch " + std::to_string(p.run_cnt) + " runs, " +
+                          std::to_string(p.run_cnt ? p.run_time_ns / p.run_cnt : 0) + " ns each; switch-outs " +
+                          std::to_string(st[PBP_STAT_OFFCPU_WALK]) + " walked, " +
+                          std::to_string(st[PBP_STAT_OFFCPU_REUSED]) + " reused (identity), " +
+                          std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
+                          std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
+        }
+    }
     registry_->refresh_thread_names();
     registry_->mark_gone_exited();
-    RunInfo run = s->run_info(mono_ns());
+    RunInfo run = s->run_info(end);
     Profile out = make_snapshot(s->agg_->take(), *store_, *registry_, run);
     for (pid_t pid : std::set<pid_t>(s->targets_)) release_target(*s, pid);
     for (auto it = pending_.begin(); it != pending_.end();) {
@@ -746,6 +798,7 @@ Profile Engine::stop(Session* s) {
     forget_unused(*s);
     sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [&](auto& p) { return p.get() == s; }),
                     sessions_.end());
+    apply_wall();
     if (sessions_.empty() && sampling_) reset_caches();
     if (std::string error; sampling_ && !sessions_.empty() && !apply_rate(0, error))  // the fastest may be gone
         for (auto& other : sessions_) other->event({EngineEvent::Error, 0, false, 0, error});
@@ -783,6 +836,159 @@ void Engine::forget_unused(const Session& gone) {
             first_seen_.erase(pid);
             first_stack_.erase(pid);
         }
+}
+
+// ---- --mode wall ---------------------------------------------------------------------------
+
+void Engine::apply_wall() {
+    uint64_t min_block = 0;
+    for (auto& s : sessions_)
+        if (s->cfg_.mode == ProfileMode::Wall && (!min_block || s->cfg_.min_block_ns < min_block))
+            min_block = s->cfg_.min_block_ns ? s->cfg_.min_block_ns : 1;
+    if (min_block) {
+        sampler_->set_min_block(min_block);
+        return;
+    }
+    sampler_->detach_wall();
+}
+
+void Engine::update_wall(pid_t pid) {
+    auto it = targets_.find(pid);
+    const bool want = it != targets_.end() && std::any_of(it->second.begin(), it->second.end(), [](Session* s) {
+                          return s->cfg_.mode == ProfileMode::Wall;
+                      });
+    if (want == static_cast<bool>(wall_pids_.count(pid))) return;
+    pbp_proc proc{};
+    if (!sampler_->set_process_flags(pid, want ? PBP_PROC_WALL : 0, &proc)) return;  // exec'd: found again
+    if (want) {
+        wall_pids_.insert(pid);
+        seed_offcpu(pid, proc);
+    } else {
+        wall_pids_.erase(pid);
+        sampler_->forget_offcpu(pid);
+        for (auto t = seed_stacks_.begin(); t != seed_stacks_.end();)
+            t = t->second.pid == pid ? seed_stacks_.erase(t) : std::next(t);
+    }
+}
+
+// Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
+// one asleep has its interval start now (what came before is before every session that wants
+// it), its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
+// GIL would need the GIL's layout: it counts as sleeping), and its stack read now from its
+// memory: it was never switched out while tracked, so BPF has not walked it, and until it runs
+// its stack stays the one it blocks with (seed_stacks_, used by its first record). One running
+// is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
+void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
+    const uint64_t now = mono_ns();
+    std::vector<cpython::ThreadStack> stacks;
+    std::string err;
+    bool have_stacks = false;
+    for (pid_t tid : procfs::tids(pid)) {
+        auto st = procfs::read_task_status(pid, tid);
+        if (!st) continue;
+        pbp_offcpu e{};
+        e.tgid = static_cast<uint32_t>(pid);
+        e.gil = proc.off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
+        if (st->state == 'S' || st->state == 'D') {
+            e.out_ns = now;
+            e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
+            if (!have_stacks) {  // once, when the first asleep thread is met
+                have_stacks = true;
+                if (!cpython::read_thread_stacks(pid, proc, stacks, err)) stacks.clear();
+            }
+            for (auto& ts : stacks)
+                if (ts.tid == static_cast<uint32_t>(tid) && !ts.frames.empty())
+                    seed_stacks_[static_cast<uint32_t>(tid)] = {pid, ts};
+        }
+        sampler_->seed_offcpu(static_cast<uint32_t>(tid), e);
+    }
+    sampler_->new_offcpu_epoch();
+}
+
+uint32_t Engine::stack_for(const pbp_event& e) {
+    // Stack id 0 with no reason: the entry was never walked by BPF (seeded asleep): its stack
+    // as read when it was seeded, or the wait leaf alone.
+    if (e.kind == PBP_KIND_OFF_CPU && !e.stack_id && e.reason == PBP_OK) {
+        auto it = seed_stacks_.find(e.tid);
+        if (it != seed_stacks_.end() && it->second.pid == static_cast<pid_t>(e.pid)) {
+            const auto& ts = it->second.stack;
+            return store_->stack_for_frames(static_cast<pid_t>(e.pid), ts.frames, ts.flags, ts.reason, e.wait);
+        }
+    }
+    return store_->stack_for(e);
+}
+
+void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {
+    registry_->on_sample(e.pid, e.tid);
+    s.agg_->on_sample(e, stack);
+}
+
+// A wall session's end: what BPF has not emitted yet. A pending interval carries the stack BPF
+// walked at its switch-out; one never walked (a thread asleep from before the session to its
+// end) gets the thread's stack read now from its memory (the same frames a BPF walk gives), or
+// the one read when it was seeded, or, when neither read worked, the wait leaf alone (counted:
+// offcpu_stackless_). Sums of short intervals go on the last walked stack.
+void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
+    s.end_mono_ns_ = end_ns;
+    for (pid_t pid : s.targets_) {
+        if (!wall_pids_.count(pid)) continue;
+        auto entries = sampler_->offcpu_entries(pid);
+        std::vector<cpython::ThreadStack> now_stacks;
+        bool read_tried = false;
+        for (auto& [tid, en] : entries) {
+            pbp_event e{};
+            e.type = PBP_EV_SAMPLE;
+            e.pid = static_cast<uint32_t>(pid);
+            e.tid = tid;
+            e.ts_ns = end_ns;
+            e.kind = PBP_KIND_OFF_CPU;
+            e.stack_id = en.stack_id;
+            e.depth = en.depth;
+            e.reason = en.reason;
+            e.flags = en.stack_flags;
+            const uint64_t span = end_ns - s.start_mono_ns_;  // nothing counts from before it began
+            if (en.out_ns && en.out_ns < end_ns && en.wait > PBP_WAIT_NONE && en.wait < PBP_WAIT_COUNT) {
+                pbp_event p = e;
+                p.weight_ns = std::min<uint64_t>(end_ns - en.out_ns, span);
+                p.wait = en.wait;
+                p.gil = en.gil;
+                if (en.approx) p.flags |= PBP_F_AGGREGATE;
+                uint32_t stack = 0;
+                bool have = false;
+                if (!en.stack_id && en.reason == PBP_OK) {  // never walked
+                    if (!read_tried) {
+                        read_tried = true;
+                        pbp_proc proc{};
+                        std::string err;
+                        if (!sampler_->lookup_process(pid, proc) ||
+                            !cpython::read_thread_stacks(pid, proc, now_stacks, err))
+                            now_stacks.clear();
+                    }
+                    for (auto& ts : now_stacks)
+                        if (ts.tid == tid && !ts.frames.empty()) {
+                            stack = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, p.wait);
+                            have = true;
+                            break;
+                        }
+                    if (!have && !seed_stacks_.count(tid)) offcpu_stackless_++;
+                }
+                if (!have) stack = stack_for(p);
+                if (p.weight_ns) deliver(s, p, stack);
+            }
+            for (uint8_t w = PBP_WAIT_SLEEP; w < PBP_WAIT_COUNT; w++) {
+                if (!en.sum_ns[w]) continue;
+                pbp_event a = e;
+                a.weight_ns = std::min<uint64_t>(en.sum_ns[w], span);
+                a.wait = w;
+                a.gil = w == PBP_WAIT_GIL ? PBP_GIL_WAITING : en.gil == PBP_GIL_NA ? PBP_GIL_NA : PBP_GIL_NEITHER;
+                a.flags |= PBP_F_AGGREGATE;
+                deliver(s, a, stack_for(a));
+            }
+        }
+    }
+    // Records BPF queued meanwhile: those up to end_ns are this session's (their threads' entries
+    // read as on CPU above); later ones are not (end_mono_ns_).
+    sampler_->drain();
 }
 
 }  // namespace pbp

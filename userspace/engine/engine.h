@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "cpython/thread_stacks.h"
 #include "engine/knobs.h"
 #include "engine/profile.h"
 #include "pybpfprof/abi.h"
@@ -185,6 +186,7 @@ private:
     struct WatchedCgroup;
     std::vector<WatchedCgroup> cgroups_;
     uint64_t start_mono_ns_ = 0, deadline_ns_ = 0, last_cgroup_retry_ns_ = 0;
+    uint64_t end_mono_ns_ = 0;  // set by stop(): records stamped later are not its own
     int64_t start_unix_ns_ = 0;
     std::string done_reason_;
     std::string target_text_;
@@ -255,6 +257,19 @@ private:
     void launch_tree_roots(Session& s);
     void reset_caches();
     void pause_sampling();
+    // --mode wall. Does a wall session want pid? Then its threads are tracked off CPU (BPF's
+    // PBP_PROC_WALL, the threads asleep now seeded), else no longer (their entries dropped).
+    void update_wall(pid_t pid);
+    void seed_offcpu(pid_t pid, const pbp_proc& proc);
+    // The scheduler programs attached while a wall session lives, at the smallest min_block.
+    void apply_wall();
+    // A wall session's end: its targets' threads still off CPU, and their sums of short
+    // intervals not emitted yet, become its samples up to end_ns.
+    void flush_offcpu(Session& s, uint64_t end_ns);
+    void deliver(Session& s, const pbp_event& e, uint32_t stack);
+    // The stack of a sample record (StackStore::stack_for), or for an off-CPU record of a thread
+    // BPF never walked, the stack read when it was seeded.
+    uint32_t stack_for(const pbp_event& e);
     // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
     // none); false and error when the perf events cannot be reopened (the old rate is kept).
     bool apply_rate(double joining_hz, std::string& error);
@@ -272,6 +287,13 @@ private:
     // Processes registered with BPF, and the sessions that want each.
     std::map<pid_t, std::set<Session*>> targets_;
     std::set<pid_t> live_;  // the keys of targets_ (what the resource sampler reads)
+    std::set<pid_t> wall_pids_;  // those tracked off CPU (PBP_PROC_WALL)
+    struct SeedStack {
+        pid_t pid;
+        cpython::ThreadStack stack;
+    };
+    std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
+    uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
     struct Pending {
         uint64_t since_ns;
         size_t attempt;

@@ -14,11 +14,23 @@ void StackStore::reset_process(pid_t pid) { stack_ids_[pid].clear(); }
 
 void StackStore::forget_process(pid_t pid) { stack_ids_.erase(pid); }
 
-uint32_t StackStore::synthetic_stack(const std::string& name) {
+uint32_t StackStore::wait_frame(uint32_t wait) {
     Frame f;
-    f.name = "[" + name + "]";
+    f.name = wait_leaf(static_cast<WaitReason>(wait));
     f.synthetic = true;
-    uint32_t idx = stacks_.intern({frames_.intern(f)});
+    return frames_.intern(f);
+}
+
+uint32_t StackStore::synthetic_stack(const std::string& name, uint32_t wait) {
+    std::vector<uint32_t> frames;
+    if (!name.empty()) {
+        Frame f;
+        f.name = "[" + name + "]";
+        f.synthetic = true;
+        frames.push_back(frames_.intern(f));
+    }
+    if (wait) frames.push_back(wait_frame(wait));
+    uint32_t idx = stacks_.intern(frames);
     if (problem_.size() <= idx) problem_.resize(idx + 1);
     problem_[idx] = name;
     return idx;
@@ -37,6 +49,8 @@ uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {
     if (v != b.variants.end()) return v->second;
     std::string problem = b.problem;
     std::vector<uint32_t> frames;
+    const uint32_t wait = variant >> kWaitShift;
+    variant &= (1u << kWaitShift) - 1;
     if (variant) {
         Frame marker;
         marker.synthetic = true;
@@ -49,10 +63,11 @@ uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {
         frames.push_back(frames_.intern(marker));
     }
     frames.insert(frames.end(), b.frames.begin(), b.frames.end());
+    if (wait) frames.push_back(wait_frame(wait));
     uint32_t idx = stacks_.intern(frames);
     if (problem_.size() <= idx) problem_.resize(idx + 1);
     problem_[idx] = problem;
-    b.variants.emplace(variant, idx);
+    b.variants.emplace(variant | (wait << kWaitShift), idx);
     return idx;
 }
 
@@ -67,24 +82,30 @@ void StackStore::retry(pid_t pid, uint64_t stack_id, BaseStack& b) {
 }
 
 uint32_t StackStore::stack_for(const pbp_event& e) {
-    if (!e.stack_id) return synthetic_stack(reason_label(e.reason));
+    // An off-CPU sample ends in its wait reason's leaf ([sleeping], ...), made once per
+    // (stack, wait) like the markers.
+    const uint32_t wait = e.kind == PBP_KIND_OFF_CPU && e.wait > PBP_WAIT_NONE && e.wait < PBP_WAIT_COUNT ? e.wait : 0;
+    // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread still
+    // blocked at the end, stack not read): the leaf alone.
+    if (!e.stack_id) return synthetic_stack(wait && e.reason == PBP_OK ? "" : reason_label(e.reason), wait);
     const pid_t pid = static_cast<pid_t>(e.pid);
     auto& ids = stack_ids_[pid];
     auto it = ids.find(e.stack_id);
     if (it == ids.end()) {
         BaseStack b;
-        if (!resolve(pid, e.stack_id, b)) return synthetic_stack("stack evicted before it was read");
+        if (!resolve(pid, e.stack_id, b)) return synthetic_stack("stack evicted before it was read", wait);
         it = ids.emplace(e.stack_id, std::move(b)).first;
     } else if (Symbolizer::transient(it->second.problem) && it->second.retries < kMaxRetries) {
         retry(pid, e.stack_id, it->second);
     }
     uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
-    return variant_stack(it->second, variant);
+    return variant_stack(it->second, variant | (wait << kWaitShift));
 }
 
 uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                                      uint16_t reason) {
-    if (leaf_first.empty()) return synthetic_stack(reason_label(reason));
+                                      uint16_t reason, uint32_t wait) {
+    if (wait >= PBP_WAIT_COUNT) wait = 0;
+    if (leaf_first.empty()) return synthetic_stack(reason_label(reason), wait);
     // Not cached by an id: such stacks are read a few times per process (a session's end, a
     // dump), and the Symbolizer caches per code object and instruction anyway.
     size_t n = std::min<size_t>(leaf_first.size(), PBP_MAX_DEPTH);
@@ -96,7 +117,7 @@ uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& l
     b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
     uint32_t variant = (flags & PBP_F_PARTIAL) ? 2 + reason : (flags & PBP_F_TRUNCATED) ? 1 : 0;
-    return variant_stack(b, variant);
+    return variant_stack(b, variant | (wait << kWaitShift));
 }
 
 }  // namespace pbp

@@ -38,14 +38,16 @@ public:
     // The stack a sample lands on: the symbolized frames of its id, plus a root-most
     // [truncated] / [partial stack] marker from this sample's own flags (the id is a hash of
     // the frames only, so two samples with one id may differ in their flags); a one-frame
-    // "[reason]" stack for a sample without a stack.
+    // "[reason]" stack for a sample without a stack. An off-CPU sample's stack ends in the
+    // leaf of its wait reason (wait_leaf: "[sleeping]", ...); one with neither a stack id nor
+    // a reason is that leaf alone.
     uint32_t stack_for(const pbp_event& e);
     // The same for a stack read from userspace (cpython::read_thread_stacks): its frames in
     // BPF's format, leaf first, symbolized by the same Symbolizer, so a stack read this way
     // and a BPF sample of the same frames land on the same stack. No frames: the one-frame
-    // "[reason]" stack.
+    // "[reason]" stack. wait: an off-CPU sample's enum pbp_wait (its leaf), 0 for none.
     uint32_t stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                              uint16_t reason);
+                              uint16_t reason, uint32_t wait = 0);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).
@@ -64,11 +66,15 @@ private:
         std::vector<uint32_t> frames;  // root first, interned
         std::string problem;           // "" or why some frame is unresolved
         // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
-        // [partial stack: reason]; made once, so a repeated sample costs one lookup.
+        // [partial stack: reason], plus an off-CPU wait reason << kWaitShift (its leaf); made
+        // once, so a repeated sample costs one lookup.
         std::unordered_map<uint32_t, uint32_t> variants;
     };
 
-    uint32_t synthetic_stack(const std::string& name);
+    static constexpr uint32_t kWaitShift = 24;
+    uint32_t wait_frame(uint32_t wait);  // the interned leaf frame of a wait reason
+    // "[name]" (none when name is "") and the leaf of wait (none when 0).
+    uint32_t synthetic_stack(const std::string& name, uint32_t wait = 0);
     // Reads and symbolizes a BPF stack into b; false when the id is no longer in the map.
     bool resolve(pid_t pid, uint64_t stack_id, BaseStack& b);
     // The StackTable index of b with a marker variant, made once.

@@ -111,9 +111,13 @@ std::string exe(pid_t pid) {
 
 bool exists(pid_t pid) { return access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0; }
 
-std::vector<pid_t> all_pids() {
+std::vector<pid_t> all_pids() { return tids_in("/proc"); }
+
+std::vector<pid_t> tids(pid_t pid) { return tids_in("/proc/" + std::to_string(pid) + "/task"); }
+
+std::vector<pid_t> tids_in(const std::string& dir) {
     std::vector<pid_t> v;
-    DIR* d = opendir("/proc");
+    DIR* d = opendir(dir.c_str());
     if (!d) return v;
     while (dirent* e = readdir(d)) {
         char* endp;

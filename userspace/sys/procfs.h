@@ -38,6 +38,8 @@ std::string cmdline(pid_t pid);  // argv joined by spaces
 std::string exe(pid_t pid);      // readlink /proc/PID/exe ("" if unreadable)
 bool exists(pid_t pid);
 std::vector<pid_t> all_pids();
+std::vector<pid_t> tids(pid_t pid);  // its threads' ids (/proc/PID/task)
+std::vector<pid_t> tids_in(const std::string& dir);  // the numeric names in dir
 // How a mapped file of pid can be opened from here: /proc/PID/map_files/<range>, or
 // /proc/PID/root/<path>, whichever works.
 std::string openable_path(pid_t pid, const Mapping& m);

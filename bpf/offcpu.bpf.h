@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* --mode wall: a target thread's off-CPU intervals, from sched_switch alone (tracepoints are
+ * all some kernels have: no kprobes, no fentry).
+ *
+ * Each thread of a wall target has an entry in the offcpu map (made by userspace when the process
+ * becomes a target, by the fork tracepoint for its new threads). At each context switch:
+ * - next side: if next has an entry and an interval pending (it was switched out while
+ *   tracked), the interval ends now. One of min_block_ns or longer is emitted as an OFF_CPU
+ *   record weighing it, with the stack kept at its switch-out; a shorter one is added to the
+ *   thread's sum for its wait reason, and a sum that reaches min_block_ns is emitted as one
+ *   PBP_F_AGGREGATE record on the last walked stack (never dropped). No user memory is read
+ *   here: next is not the current task.
+ * - prev side (prev is the current task: its memory is readable, and its stack is the one it
+ *   blocks with): the switch-out time and the wait reason are kept, and the stack.
+ *
+ * Bounding the cost of the prev side (a switch-heavy target switches out tens of thousands of
+ * times a second, mostly from the same place):
+ * - Identity check. Before walking, read the thread state (the thread-state cache makes that
+ *   one read), the leaf frame (address, code object, instruction word) and its caller (address,
+ *   instruction word), and compare them with those two of the thread's last walks started from
+ *   (seen[]: a thread that alternates between two places, such as a write that wakes a peer
+ *   and a read, reuses both): equal, that walk's stack id is reused and nothing is walked. Limit: frames below the caller are not
+ *   compared, so a thread that blocks at the same instruction of the same two innermost frames
+ *   (same frame addresses too) under different outer frames gets the stack of the first of
+ *   them. With 3.11+'s frames in a per-thread stack, the same addresses under different callers
+ *   happen only when both paths have the same depth, and both innermost frames' instructions
+ *   match; before 3.11 frame objects are reused from free lists, and the code object compared
+ *   keeps a reused frame of another function from matching.
+ * - Walk budget: at most one walk per thread per offcpu_walk_budget_ns (100 us) of wall time
+ *   on average, in bursts of up to 8 (OFFCPU_WALK_BURST + 1: a thread that writes its output
+ *   and then blocks for a long time somewhere else, within microseconds, has both walked). A
+ *   switch-out over the budget reuses the last walked stack, and its interval's record is
+ *   flagged PBP_F_AGGREGATE (an approximation, like an aggregate: its stack is one the thread
+ *   blocked with shortly before). Its weight and wait reason are exact. Only a thread that
+ *   blocks at a new place more than 10,000 times a second for long is over it.
+ * Non-targets pay one failed lookup per switch: the next side looks next up in the offcpu map,
+ * and remembers per CPU whether the task now running is a target (offcpu_cpu_map), so the prev
+ * side of the next switch on that CPU needs no lookup. A CPU looks prev up once more after a
+ * process became a target (offcpu_epoch): its threads may be running already. */
+#ifndef __PYBPFPROF_OFFCPU_BPF_H__
+#define __PYBPFPROF_OFFCPU_BPF_H__
+
+#include <bpf/bpf_core_read.h>
+
+#include "sample.bpf.h"
+
+/* include/linux/sched.h, the same on every supported kernel */
+#define PBP_TASK_UNINTERRUPTIBLE 0x0002
+#define PBP_TASK_DEAD 0x0080
+
+/* Walks a thread may make in a burst beyond its budget (see the top of this file). */
+#define OFFCPU_WALK_BURST 7
+
+/* task_struct.state before 5.14 (renamed __state) */
+struct task_struct___pre514 {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 task_state(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return (__u32)BPF_CORE_READ((struct task_struct___pre514 *)t, state);
+}
+
+/* The gil field of an off-CPU record: WAITING when the thread waits for the GIL; otherwise NA
+ * in a free-threaded build, else NEITHER (a blocked thread that does not wait for the GIL is
+ * taken not to hold it; a C extension blocking with the GIL held is the exception this misses). */
+static __always_inline __u8 offcpu_gil(const struct pbp_proc *proc, __u8 wait)
+{
+	if (wait == PBP_WAIT_GIL)
+		return PBP_GIL_WAITING;
+	return proc->off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;
+}
+
+/* The record of an interval (or a sum) of thread tid, on the stack kept in its entry. */
+static __always_inline void offcpu_emit(struct pbp_offcpu *e, __u32 tid, __u64 now, __u64 weight,
+					__u8 wait, __u8 gil, __u16 flags)
+{
+	struct sample_info si = {};
+	si.now = now;
+	si.period = weight;
+	si.tgid = e->tgid;
+	si.tid = tid;
+	si.kind = PBP_KIND_OFF_CPU;
+	si.flags = flags;
+	si.gil = gil;
+	si.wait = wait;
+	emit(&si, e->stack_id, e->depth, e->stack_flags, e->reason, e->fresh);
+	e->fresh = 0;
+}
+
+/* A new thread of a wall target: tracked from its first switch-in (fork tracepoint). */
+static __always_inline void offcpu_new_thread(__u32 tgid, __u32 tid)
+{
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc || !(proc->flags & PBP_PROC_WALL))
+		return;
+	struct pbp_offcpu fresh = {};
+	fresh.tgid = tgid;
+	if (bpf_map_update_elem(&offcpu, &tid, &fresh, BPF_ANY))
+		stat_add(PBP_STAT_OFFCPU_FULL, 1);
+}
+
+/* next side: e is the entry of tid, switched in now. */
+static __always_inline void offcpu_switch_in(struct pbp_offcpu *e, __u32 tid, __u64 now)
+{
+	__u64 out = e->out_ns;
+	if (!out)
+		return;
+	e->out_ns = 0;
+	__u64 dt = now > out ? now - out : 0;
+	__u32 wait = e->wait;
+	if (wait == PBP_WAIT_NONE || wait >= PBP_WAIT_COUNT)
+		return;
+	__u16 flags = e->approx ? PBP_F_AGGREGATE : 0;
+	__u64 min_block = min_block_ns;
+	if (dt < min_block) {
+		__u64 sum = e->sum_ns[wait] + dt;
+		if (sum < min_block) {
+			e->sum_ns[wait] = sum;
+			return;
+		}
+		e->sum_ns[wait] = 0;
+		dt = sum;
+		flags = PBP_F_AGGREGATE;
+	}
+	offcpu_emit(e, tid, now, dt, wait, e->gil, flags);
+}
+
+/* The fields the identity check compares, from the frame at addr (read into s->code_window). */
+static __always_inline int offcpu_frame_id(const struct pbp_py_offsets *off, struct scratch *s,
+					   __u64 addr, __u64 *prev, __u64 *code, __u64 *instr)
+{
+	__u32 len = off->frame_read_len;
+	if (len > PBP_WINDOW)
+		len = PBP_WINDOW;
+	if (len == 0 || bpf_probe_read_user(s->code_window, len, (const void *)addr))
+		return -1;
+	*prev = win_u64(s->code_window, off->frame_previous);
+	*code = win_u64(s->code_window, off->frame_code);
+	*instr = off->frame_kind == PBP_FRAME_OBJECT ? win_u32(s->code_window, off->frame_instr)
+						     : win_u64(s->code_window, off->frame_instr);
+	return 0;
+}
+
+/* prev side: the current task (pid_tgid), a tracked thread, is switched out now. Walks its stack
+ * unless the identity check or the walk budget says not to; must come last in its program (the
+ * walk without bpf_loop goes on through tail calls). */
+static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loop, int preempt,
+					     struct task_struct *prev, __u64 pid_tgid, __u64 now)
+{
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	if (!e)
+		return 0;
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc || !(proc->flags & PBP_PROC_WALL))
+		return 0;
+	__u32 state = task_state(prev);
+	if (state & PBP_TASK_DEAD) {
+		/* The thread's last switch: what it summed is emitted now, on its last stack,
+		 * and its entry freed. */
+		for (__u32 w = 1; w < PBP_WAIT_COUNT; w++)
+			if (e->sum_ns[w])
+				offcpu_emit(e, tid, now, e->sum_ns[w], w, offcpu_gil(proc, w), PBP_F_AGGREGATE);
+		bpf_map_delete_elem(&offcpu, &tid);
+		return 0;
+	}
+	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. */
+	__u8 wait;
+	if (preempt || state == 0)
+		wait = PBP_WAIT_RUNNABLE;
+	else if (gil_waiting_at_switch(proc, prev))
+		wait = PBP_WAIT_GIL;
+	else if (state & PBP_TASK_UNINTERRUPTIBLE)
+		wait = PBP_WAIT_IO;
+	else
+		wait = PBP_WAIT_SLEEP;
+	e->tgid = tgid;
+	e->wait = wait;
+	e->gil = offcpu_gil(proc, wait);
+	e->out_ns = now;
+	e->approx = 0;
+
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	struct sample_info *si = &s->cur;
+	si->now = now;
+	si->period = 0;
+	si->clock = 0;
+	si->tgid = tgid;
+	si->tid = tid;
+	si->kind = PBP_KIND_OFF_CPU; /* walk_done keeps the walk in the entry */
+	si->flags = 0;
+	si->gil = e->gil;
+	si->wait = wait;
+
+	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
+	__u32 reason = PBP_OK;
+	__u64 frame = 0, interp = 0;
+	int have_frame = 0;
+	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
+	if (!ts)
+		return walk_done(si, 0, 0, 0, reason, 0);
+	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
+	if (reason)
+		return walk_done(si, 0, 0, 0, reason, 0);
+	/* The identity check (see the top of this file). */
+	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_prev, caller_code, caller_instr = 0;
+	if (frame && offcpu_frame_id(&proc->off, s, frame, &leaf_prev, &leaf_code, &leaf_instr) == 0 &&
+	    (!leaf_prev ||
+	     offcpu_frame_id(&proc->off, s, leaf_prev, &caller_prev, &caller_code, &caller_instr) == 0)) {
+		for (int k = 0; k < 2; k++) {
+			struct pbp_offcpu_seen *seen = &e->seen[k];
+			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == leaf_code &&
+			    seen->leaf_instr == leaf_instr && seen->caller == leaf_prev &&
+			    seen->caller_instr == caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
+				e->stack_id = seen->stack_id;
+				e->depth = seen->depth;
+				e->stack_flags = seen->stack_flags;
+				e->reason = seen->reason;
+				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
+				return 0;
+			}
+		}
+	}
+	/* The walk budget, a token bucket kept as one time (walk_ns: when the thread's budget
+	 * is used up to): each walk moves it offcpu_walk_budget_ns on, never from further back
+	 * than now - OFFCPU_WALK_BURST budgets, and a walk is allowed while it is not that far
+	 * ahead of now. */
+	__u64 budget = offcpu_walk_budget_ns;
+	if (e->walk_ns > now + OFFCPU_WALK_BURST * budget) {
+		e->approx = 1;
+		stat_add(PBP_STAT_OFFCPU_OVER_BUDGET, 1);
+		return 0;
+	}
+	e->walk_ns = (e->walk_ns > now ? e->walk_ns : now) + budget;
+	__u32 slot = e->next_slot & 1;
+	e->next_slot = slot ^ 1;
+	e->walk_slot = slot;
+	struct pbp_offcpu_seen *seen = &e->seen[slot];
+	seen->tstate = ts;
+	seen->leaf = frame;
+	seen->leaf_code = leaf_code;
+	seen->leaf_instr = leaf_instr;
+	seen->caller = leaf_prev;
+	seen->caller_instr = caller_instr;
+	seen->stack_id = 0;
+	seen->reason = PBP_OK; /* not walked yet: no match until the walk fills it */
+	stat_add(PBP_STAT_OFFCPU_WALK, 1);
+	/* first_frame armed the 3.11/3.12 cframe check; the reads above left it alone. */
+	return walk_from(ctx, progs, s, proc, tgid, now, use_loop, frame, interp, 0);
+}
+
+/* One sched_switch: prev (the current task) leaves the CPU, next_tid comes on. */
+static __always_inline int offcpu_switch(void *ctx, void *progs, int use_loop, int preempt,
+					 struct task_struct *prev, __u32 next_tid)
+{
+	__u32 zero = 0;
+	struct offcpu_cpu *c = bpf_map_lookup_elem(&offcpu_cpu_map, &zero);
+	if (!c)
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 prev_tid = (__u32)pid_tgid;
+	int prev_tracked = prev_tid && c->tid == prev_tid;
+	__u32 epoch = offcpu_epoch;
+	if (c->epoch != epoch) {
+		/* A process became a target since this CPU last looked: prev may be one of its
+		 * threads, running since before its entry was made. */
+		if (!prev_tracked && prev_tid)
+			prev_tracked = bpf_map_lookup_elem(&offcpu, &prev_tid) != 0;
+		c->epoch = epoch;
+	}
+	c->tid = 0;
+	__u64 now = 0;
+	if (next_tid) {
+		struct pbp_offcpu *n = bpf_map_lookup_elem(&offcpu, &next_tid);
+		if (n) {
+			c->tid = next_tid;
+			now = bpf_ktime_get_ns();
+			offcpu_switch_in(n, next_tid, now);
+		}
+	}
+	if (!prev_tracked)
+		return 0;
+	if (!now)
+		now = bpf_ktime_get_ns();
+	return offcpu_switch_out(ctx, progs, use_loop, preempt, prev, pid_tgid, now);
+}
+
+#endif /* __PYBPFPROF_OFFCPU_BPF_H__ */

@@ -1,0 +1,317 @@
+// --mode wall's mechanism, with the engine driven directly (SessionConfig.mode): the scheduler
+// programs turn a target thread's off-CPU intervals into samples ending in a wait leaf, with
+// and without bpf_loop; short intervals are summed into aggregate samples, not lost; a thread
+// asleep for the whole run is counted from the session's start to its end; and in cpu mode
+// nothing of it is attached. (The acceptance tests of issue 15 are in test_wall*.cpp.)
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "test_support.h"
+
+namespace {
+
+using pbp::Engine;
+using pbp::EngineConfig;
+using pbp::EngineEvent;
+using pbp::Profile;
+using pbp::ProfileMode;
+using pbp::SampleKind;
+using pbp::Session;
+using pbp::SessionConfig;
+using pbp::Status;
+using pbp::WaitReason;
+
+void poll_for(Engine& engine, double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) ASSERT_GE(engine.poll(50), -EINTR);
+}
+
+pbp::test::Reporter python(const std::string& script) {
+    return pbp::test::Reporter(pbp::test::with_args(pbp::test::host_python().argv, {"-c", script}));
+}
+
+// Names of a sample's frames, root first.
+std::vector<std::string> names(const Profile& p, const pbp::Sample& s) {
+    std::vector<std::string> v;
+    for (uint32_t f : p.stacks.at(s.stack)) v.push_back(p.frames.at(f).name);
+    return v;
+}
+
+struct Totals {
+    uint64_t cpu = 0, off = 0, off_aggregate = 0, off_walked = 0;  // ns
+    size_t n_off = 0, n_aggregate = 0;
+};
+
+// Time on CPU of a thread so far, in ns (/proc/PID/task/TID/schedstat, exact).
+uint64_t on_cpu_ns(pid_t pid, pid_t tid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat");
+    uint64_t ns = 0;
+    f >> ns;
+    return ns;
+}
+
+struct Events {
+    std::vector<std::string> errors, debug;
+    pbp::EventSink sink() {
+        return [this](const EngineEvent& e) {
+            if (e.kind == EngineEvent::Error) errors.push_back(e.message);
+            if (e.kind == EngineEvent::Debug) debug.push_back(e.message);
+        };
+    }
+};
+
+// Does a BPF link held by this process run a program called name? The kernel's view: the
+// link fds in /proc/self/fdinfo give their programs' ids, and each program's info its name.
+bool linked(const std::string& name) {
+    DIR* d = opendir("/proc/self/fdinfo");
+    if (!d) return false;
+    std::set<uint32_t> prog_ids;
+    while (dirent* e = readdir(d)) {
+        std::ifstream f(std::string("/proc/self/fdinfo/") + e->d_name);
+        std::string line;
+        bool link = false;
+        uint32_t prog_id = 0;
+        while (std::getline(f, line)) {
+            if (line.rfind("link_type:", 0) == 0) link = true;
+            if (line.rfind("prog_id:", 0) == 0) prog_id = static_cast<uint32_t>(std::stoul(line.substr(8)));
+        }
+        if (link && prog_id) prog_ids.insert(prog_id);
+    }
+    closedir(d);
+    for (uint32_t id : prog_ids) {
+        int fd = bpf_prog_get_fd_by_id(id);
+        if (fd < 0) continue;
+        bpf_prog_info info{};
+        uint32_t len = sizeof(info);
+        const bool match = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && name == info.name;
+        close(fd);
+        if (match) return true;
+    }
+    return false;
+}
+
+class WallMechanismP : public ::testing::TestWithParam<bool> {  // param: force the no-bpf_loop walk
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    }
+    std::unique_ptr<Engine> start() {
+        EngineConfig ec;
+        ec.rate_hz = 99;
+        ec.knobs.force_no_bpf_loop = GetParam();
+        ec.knobs.debug = 1;
+        Status st;
+        auto e = Engine::start(ec, st);
+        EXPECT_TRUE(e) << st.message;
+        if (e) EXPECT_EQ(e->uses_bpf_loop(), !GetParam());
+        return e;
+    }
+};
+
+// A thread that sleeps 50 ms at a time: its wall time is off-CPU samples under the Python
+// function that sleeps, each ending in [sleeping], its stack walked by BPF when it blocks and
+// its record made when it wakes; together with its on-CPU samples they cover the run.
+TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
+    auto engine = start();
+    ASSERT_TRUE(engine);
+    auto py = python("import time, threading\n"
+                     "print(threading.get_native_id(), flush=True)\n"
+                     "def napping():\n"
+                     "    while True: time.sleep(0.05)\n"
+                     "napping()\n");
+    auto lines = py.read_lines(1, 30);
+    ASSERT_EQ(lines.size(), 1u) << py.err();
+    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
+    SessionConfig sc;
+    sc.targets.pids = {py.pid()};
+    sc.mode = ProfileMode::Wall;
+    Events ev;
+    Status st;
+    Session* s = engine->subscribe(sc, ev.sink(), st);
+    ASSERT_TRUE(s) << st.message;
+    poll_for(*engine, 2.0);
+    Profile p = engine->stop(s);
+    for (auto& d : ev.debug)
+        if (d.find("off-CPU program") != std::string::npos) std::cout << d << "\n";
+    EXPECT_TRUE(ev.errors.empty()) << ev.errors.front();
+
+    ASSERT_TRUE(p.processes.count(py.pid()));
+    auto& threads = p.processes.at(py.pid()).threads;
+    ASSERT_TRUE(threads.count(tid));
+    Totals t;
+    size_t walked_under_napping = 0;
+    for (auto& smp : threads.at(tid).samples) {
+        if (smp.kind == SampleKind::Cpu) {
+            t.cpu += smp.weight_ns;
+            continue;
+        }
+        t.off += smp.weight_ns;
+        t.n_off++;
+        auto n = names(p, smp);
+        ASSERT_FALSE(n.empty());
+        EXPECT_EQ(smp.wait, WaitReason::Sleep);
+        EXPECT_EQ(n.back(), "[sleeping]") << "every off-CPU sample ends in its wait leaf";
+        EXPECT_GE(smp.ts_ns - (smp.aggregate ? 0 : smp.weight_ns), p.run.start_mono_ns) << "clipped to the start";
+        EXPECT_LE(smp.ts_ns, p.run.end_mono_ns);
+        if (n.size() >= 2 && n[n.size() - 2] == "napping" && !smp.aggregate) {
+            walked_under_napping++;
+            // One interval: a 50 ms sleep (timer slack and a loaded machine make it longer),
+            // but the first, which began before the session, counts from its start, and the
+            // last, still asleep at its end, up to its end.
+            if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns < p.run.end_mono_ns)
+                EXPECT_GE(smp.weight_ns, 45'000'000u);
+        }
+    }
+    const double dur = p.run.end_mono_ns - p.run.start_mono_ns;
+    std::cout << "duration " << dur / 1e6 << " ms: off-CPU " << t.off / 1e6 << " ms in " << t.n_off
+              << " samples (" << walked_under_napping << " walked under napping), on-CPU " << t.cpu / 1e6 << " ms\n";
+    EXPECT_GE(walked_under_napping, 25u) << "2 s of 50 ms sleeps, each one sample";
+    // The sleeps are nearly all of the thread's wall time.
+    EXPECT_GT(t.off, dur * 0.93);
+    EXPECT_LT(t.off, dur * 1.01);
+}
+
+// Sleeps of 100 µs, far below min_block (1 ms): summed per thread and emitted as aggregate
+// samples once a sum reaches 1 ms; with what was left at the end, they add up to the thread's
+// off-CPU time (wall time minus its time on CPU, from schedstat).
+TEST_P(WallMechanismP, ShortSleepsAddUpInAggregates) {
+    auto engine = start();
+    ASSERT_TRUE(engine);
+    auto py = python("import time, threading\n"
+                     "print(threading.get_native_id(), flush=True)\n"
+                     "def nibbling():\n"
+                     "    while True: time.sleep(0.0001)\n"
+                     "nibbling()\n");
+    auto lines = py.read_lines(1, 30);
+    ASSERT_EQ(lines.size(), 1u) << py.err();
+    const pid_t tid = static_cast<pid_t>(std::stol(lines[0]));
+    SessionConfig sc;
+    sc.targets.pids = {py.pid()};
+    sc.mode = ProfileMode::Wall;
+    sc.min_block_ns = 1'000'000;
+    Events ev;
+    Status st;
+    Session* s = engine->subscribe(sc, ev.sink(), st);
+    ASSERT_TRUE(s) << st.message;
+    const uint64_t cpu0 = on_cpu_ns(py.pid(), tid);
+    poll_for(*engine, 2.0);
+    const uint64_t cpu1 = on_cpu_ns(py.pid(), tid);
+    Profile p = engine->stop(s);
+    for (auto& d : ev.debug)
+        if (d.find("off-CPU program") != std::string::npos) std::cout << d << "\n";
+    const double off_cpu_time = (p.run.end_mono_ns - p.run.start_mono_ns) - double(cpu1 - cpu0);
+
+    ASSERT_TRUE(p.processes.count(py.pid()));
+    Totals t;
+    size_t under_nibbling = 0;
+    for (auto& smp : p.processes.at(py.pid()).threads.at(static_cast<uint32_t>(tid)).samples) {
+        if (smp.kind != SampleKind::OffCpu) continue;
+        t.off += smp.weight_ns;
+        t.n_off++;
+        if (smp.aggregate) {
+            t.n_aggregate++;
+            t.off_aggregate += smp.weight_ns;
+            auto n = names(p, smp);
+            if (n.size() >= 2 && n[n.size() - 2] == "nibbling" && n.back() == "[sleeping]") under_nibbling++;
+        }
+    }
+    std::cout << "off-CPU time " << off_cpu_time / 1e6 << " ms; samples " << t.off / 1e6 << " ms in " << t.n_off
+              << " (" << t.n_aggregate << " aggregates, " << t.off_aggregate / 1e6 << " ms)\n";
+    EXPECT_GT(t.n_aggregate, 100u);
+    EXPECT_GT(under_nibbling, t.n_aggregate * 9 / 10) << "an aggregate carries the stack of its last interval";
+    EXPECT_GT(t.off_aggregate, t.off * 0.9) << "the short sleeps are counted in aggregate";
+    EXPECT_NEAR(double(t.off), off_cpu_time, off_cpu_time * 0.10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Walk, WallMechanismP, ::testing::Values(false, true),
+                         [](const auto& i) { return i.param ? std::string("NoBpfLoop") : std::string("BpfLoop"); });
+
+// A thread blocked for the whole run (in select) is never switched out or in while it is
+// tracked: seeded when its process is registered, and turned into one sample at the end,
+// covering the session, with its stack (read from its memory: BPF never walked it) and the wait
+// leaf.
+TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
+    PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    EngineConfig ec;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    auto py = python("import select, threading\n"
+                     "print(threading.get_native_id(), flush=True)\n"
+                     "select.select([], [], [], 1000)\n");
+    auto lines = py.read_lines(1, 30);
+    ASSERT_EQ(lines.size(), 1u) << py.err();
+    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
+    usleep(200000);  // settled in select
+    SessionConfig sc;
+    sc.targets.pids = {py.pid()};
+    sc.mode = ProfileMode::Wall;
+    Session* s = engine->subscribe(sc, nullptr, st);
+    ASSERT_TRUE(s) << st.message;
+    poll_for(*engine, 1.5);
+    Profile p = engine->stop(s);
+    ASSERT_TRUE(p.processes.count(py.pid()));
+    auto& threads = p.processes.at(py.pid()).threads;
+    ASSERT_TRUE(threads.count(tid));
+    uint64_t off = 0;
+    for (auto& smp : threads.at(tid).samples) {
+        ASSERT_EQ(smp.kind, SampleKind::OffCpu);
+        auto n = names(p, smp);
+        EXPECT_EQ(n.back(), "[sleeping]");
+        ASSERT_GE(n.size(), 2u) << "the stack it blocks with, read from userspace";
+        EXPECT_EQ(n[n.size() - 2], "<module>");
+        off += smp.weight_ns;
+    }
+    const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
+    EXPECT_GT(off, dur * 0.98);
+    EXPECT_LE(off, dur);
+}
+
+// cpu mode attaches nothing of the scheduler programs; a wall session attaches them, and its
+// end detaches them again while the cpu session goes on.
+TEST(WallMechanism, AttachedOnlyWhileAWallSessionLives) {
+    PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    EngineConfig ec;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    auto py = python("import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n");
+    ASSERT_EQ(py.read_lines(1, 30).size(), 1u) << py.err();
+    SessionConfig cpu;
+    cpu.targets.pids = {py.pid()};
+    Session* c = engine->subscribe(cpu, nullptr, st);
+    ASSERT_TRUE(c) << st.message;
+    poll_for(*engine, 0.3);
+    EXPECT_TRUE(linked("on_exec")) << "the check sees this process's links";
+    EXPECT_FALSE(linked("on_switch"));
+    EXPECT_FALSE(linked("on_switch_nolp"));
+
+    SessionConfig wall = cpu;
+    wall.mode = ProfileMode::Wall;
+    Session* w = engine->subscribe(wall, nullptr, st);
+    ASSERT_TRUE(w) << st.message;
+    EXPECT_TRUE(linked(engine->uses_bpf_loop() ? "on_switch" : "on_switch_nolp"));
+    poll_for(*engine, 0.5);
+    Profile wp = engine->stop(w);
+    EXPECT_GT(wp.total_weight_ns(SampleKind::OffCpu), 0u);
+    EXPECT_FALSE(linked("on_switch"));
+    EXPECT_FALSE(linked("on_switch_nolp"));
+    poll_for(*engine, 0.3);
+    Profile cp = engine->stop(c);
+    EXPECT_EQ(cp.total_weight_ns(SampleKind::OffCpu), 0u) << "a cpu session keeps no off-CPU sample";
+}
+
+}  // namespace

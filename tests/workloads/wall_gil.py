@@ -1,0 +1,62 @@
+# Two threads for argv[2] seconds (tests/integration/test_wall.cpp):
+#   "python": loop_a and loop_b, both pure-Python loops, contending for the GIL: each holds
+#             it about half the time and waits for it the other half (on 2+ CPUs);
+#   "hash":   loop_a, and hash_b hashing 8 MiB buffers with hashlib.sha256, which releases the
+#             GIL while it hashes: hash_b is on CPU mostly without it.
+# The main thread waits in join(). Each thread prints "NAME TID" once it runs.
+import hashlib
+import sys
+import threading
+import time
+
+
+def native_id():
+    """The thread's kernel id (threading.get_native_id is 3.8+)."""
+    try:
+        return threading.get_native_id()
+    except AttributeError:
+        import ctypes
+        return ctypes.CDLL(None).syscall(186)  # SYS_gettid on x86_64
+
+
+def say(name):
+    sys.stdout.write("%s %d\n" % (name, native_id()))
+    sys.stdout.flush()
+
+
+def loop_a(end):
+    say("loop_a")
+    n = 0
+    while time.monotonic() < end: n += 1  # LOOP-A
+    return n
+
+
+def loop_b(end):
+    say("loop_b")
+    n = 0
+    while time.monotonic() < end: n += 1  # LOOP-B
+    return n
+
+
+def hash_b(end):
+    say("hash_b")
+    buf = b"\x5a" * (8 << 20)
+    n = 0
+    while time.monotonic() < end:
+        hashlib.sha256(buf).digest()  # HASH
+        n += 1
+    return n
+
+
+def main():
+    kind, seconds = sys.argv[1], float(sys.argv[2])
+    end = time.monotonic() + seconds
+    second = loop_b if kind == "python" else hash_b
+    ts = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in (loop_a, second)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
+main()
