@@ -58,7 +58,10 @@ static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, st
 		return 0;
 	struct pt_regs *regs;
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
-		regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+		/* prev is the current task in sched_switch; the raw_tp program (kernels without
+		 * bpf_loop) has prev only as an untrusted pointer, which bpf_task_pt_regs refuses, so
+		 * ask for current's trusted one. */
+		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	} else {
 		/* task_pt_regs(): the user registers are the top of the task's kernel stack (x86_64
 		 * has no TOP_OF_KERNEL_STACK_PADDING). */

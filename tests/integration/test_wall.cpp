@@ -401,8 +401,11 @@ TEST_P(WallIo, UninterruptibleReadIsWaitingForIo) {
     ASSERT_GT(all, 0u);
     // The thread does nothing but wait for the server (50 ms a read, microseconds of CPU).
     EXPECT_GE(100.0 * io / all, 90.0) << describe(run.p, *t);
-    EXPECT_EQ(weight(*t, [&](const Sample& s) { return s.wait == WaitReason::Sleep; }), 0u)
-        << "a D wait shown as sleeping\n" << describe(run.p, *t);
+    // The kernel's FUSE path itself sleeps interruptibly now and then between the long D waits
+    // (seen: 80-140 us of 3 s), so "none" is too strict; a D wait shown as sleeping would be
+    // tens of ms per read.
+    const uint64_t sleeping = weight(*t, [&](const Sample& s) { return s.wait == WaitReason::Sleep; });
+    EXPECT_LE(100.0 * sleeping / all, 1.0) << "a D wait shown as sleeping\n" << describe(run.p, *t);
 #endif
 }
 

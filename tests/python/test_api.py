@@ -803,7 +803,10 @@ class AgentApi(Helpers):
             self.assertEqual(os.waitstatus_to_exitcode(status), 0)
             self.assertTrue(p._session.running)
             hot_loop(1.5)
-        self.assert_hot_in_result(p)
+        # The point is that the session outlived the child's attempt: samples of the loop after
+        # it (how many depends on the machine's load, so no count threshold here).
+        self.assertGreater(p.samples, 0, p.summary)
+        self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
 
     def test_duration_ends_sampling_and_the_profile_still_comes_back(self):
         with warnings.catch_warnings(record=True) as caught:
