@@ -955,7 +955,10 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                 if (en.approx) p.flags |= PBP_F_AGGREGATE;
                 uint32_t stack = 0;
                 bool have = false;
-                if (!en.stack_id && en.reason == PBP_OK) {  // never walked
+                // Never walked, or the walk at switch-out found no stack (e.g. the thread state not
+                // found yet at the switch-out right after start-up): the thread is still blocked
+                // there, so read its stack now.
+                if (!en.stack_id) {
                     if (!read_tried) {
                         read_tried = true;
                         pbp_proc proc{};
@@ -970,7 +973,7 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                             have = true;
                             break;
                         }
-                    if (!have && !seed_stacks_.count(tid)) offcpu_stackless_++;
+                    if (!have && en.reason == PBP_OK && !seed_stacks_.count(tid)) offcpu_stackless_++;
                 }
                 if (!have) stack = stack_for(p);
                 if (p.weight_ns) deliver(s, p, stack);
