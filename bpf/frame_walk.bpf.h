@@ -56,15 +56,33 @@ static __always_inline __u64 bytecode_base(const struct pbp_py_offsets *off, __u
 	return base;
 }
 
+/* 3.11/3.12: arms the cframe check of the walk to come from tstate ts's cframe cf (current frame
+ * *frame, previous cframe pcf): settled, the thread's root cframe has neither a frame nor a
+ * previous cframe, any other has both, and its previous one is readable. (Unsettled, both may
+ * read NULL: not a thread without Python frames.) */
+static __always_inline __u32 cframe_check_arm(const struct pbp_py_offsets *off, struct scratch *s,
+					      __u64 ts, __u64 cf, __u64 frame, __u64 pcf)
+{
+	__u64 expect = 0;
+	int root = cf == ts + off->tstate_root_cframe;
+	if ((!frame) != root || (!pcf) != root ||
+	    (pcf && bpf_probe_read_user(&expect, sizeof(expect), (const void *)(pcf + off->cframe_current_frame))))
+		return PBP_ERR_CFRAME_STALE;
+	s->cframe_check.expect = expect;
+	s->cframe_check.pending = 1;
+	return PBP_OK;
+}
+
 /* The thread's first frame, from its thread state's frame field (read here unless have_frame:
- * *frame holds it); on 3.11/3.12 through tstate->cframe, arming the cframe check. Returns
+ * *frame holds it); on 3.11/3.12 through tstate->cframe, arming the cframe check unless
+ * *cframe is given: then *cframe and *pcf get what cframe_check_arm needs, for the caller to arm
+ * it later, only if it walks (the switch-out of wall mode, which mostly does not). Returns
  * PBP_OK (*frame 0: no Python frame) or why the sample has no stack. */
 static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struct scratch *s,
-					 __u64 ts, int have_frame, __u64 *frame)
+					 __u64 ts, int have_frame, __u64 *frame, __u64 *cframe, __u64 *pcf_out)
 {
 	if (!have_frame)
 		*frame = rd_u64(ts + off->tstate_frame);
-	__u64 expect = 0;
 	s->cframe_check.pending = 0;
 	s->cframe_check.stale = 0;
 	if (*frame && off->frame_kind == PBP_FRAME_INTERP_CFRAME) {
@@ -75,16 +93,12 @@ static __always_inline __u32 first_frame(const struct pbp_py_offsets *off, struc
 		*frame = win_u64(s->code_window, off->cframe_current_frame);
 		if (off->frame_entry_off != PBP_OFF_NONE) {
 			__u64 pcf = win_u64(s->code_window, off->cframe_previous);
-			int root = cf == ts + off->tstate_root_cframe;
-			/* Settled, the thread's root cframe has neither a frame nor a previous
-			 * cframe, any other has both, and its previous one is readable. (Unsettled,
-			 * both may read NULL: not a thread without Python frames.) */
-			if ((!*frame) != root || (!pcf) != root ||
-			    (pcf && bpf_probe_read_user(&expect, sizeof(expect),
-							(const void *)(pcf + off->cframe_current_frame))))
-				return PBP_ERR_CFRAME_STALE;
-			s->cframe_check.expect = expect;
-			s->cframe_check.pending = 1;
+			if (cframe) {
+				*cframe = cf;
+				*pcf_out = pcf;
+				return PBP_OK;
+			}
+			return cframe_check_arm(off, s, ts, cf, *frame, pcf);
 		}
 	}
 	return PBP_OK;

@@ -56,26 +56,32 @@ static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, st
 {
 	if (proc->off.gil_where == PBP_GIL_WHERE_NONE)
 		return 0;
-	struct pt_regs *regs;
+	long nr;
+	__u64 uaddr;
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
 		/* prev is the current task in sched_switch; the raw_tp program (kernels without
 		 * bpf_loop) has prev only as an untrusted pointer, which bpf_task_pt_regs refuses, so
-		 * ask for current's trusted one. */
-		regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		 * ask for current's trusted one. Its registers are a BTF pointer: plain loads. */
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		if (!regs)
+			return 0;
+		nr = regs->orig_ax;
+		if (nr != PBP_NR_FUTEX)
+			return 0;
+		uaddr = regs->di;
 	} else {
 		/* task_pt_regs(): the user registers are the top of the task's kernel stack (x86_64
 		 * has no TOP_OF_KERNEL_STACK_PADDING). */
 		void *stack = BPF_CORE_READ(prev, stack);
 		if (!stack)
 			return 0;
-		regs = (struct pt_regs *)((__u8 *)stack + PBP_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+		struct pt_regs *regs =
+			(struct pt_regs *)((__u8 *)stack + PBP_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+		nr = BPF_CORE_READ(regs, orig_ax);
+		if (nr != PBP_NR_FUTEX)
+			return 0;
+		uaddr = BPF_CORE_READ(regs, di);
 	}
-	if (!regs)
-		return 0;
-	long nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr != PBP_NR_FUTEX)
-		return 0;
-	__u64 uaddr = BPF_CORE_READ(regs, di);
 	__u64 interp = 0;
 	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP)
 		interp = rd_u64(proc->interp_head_addr);

@@ -63,7 +63,7 @@ static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch 
 		return emit(si, 0, 0, 0, reason, 0);
 	si->gil = gil_state_on_cpu(proc, interp, ts);
 
-	reason = first_frame(&proc->off, s, ts, have_frame, &frame);
+	reason = first_frame(&proc->off, s, ts, have_frame, &frame, 0, 0);
 	if (reason)
 		return emit(si, 0, 0, 0, reason, 0);
 	t = time_section(PBP_STAT_T_FRAME0, t);

@@ -116,7 +116,9 @@ protected:
         Status st;
         auto e = Engine::start(ec, st);
         EXPECT_TRUE(e) << st.message;
-        if (e) EXPECT_EQ(e->uses_bpf_loop(), !GetParam());
+        if (e) {
+            EXPECT_EQ(e->uses_bpf_loop(), !GetParam());
+        }
         return e;
     }
 };
@@ -171,8 +173,9 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
             // One interval: a 50 ms sleep (timer slack and a loaded machine make it longer),
             // but the first, which began before the session, counts from its start, and the
             // last, still asleep at its end, up to its end.
-            if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns < p.run.end_mono_ns)
+            if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns < p.run.end_mono_ns) {
                 EXPECT_GE(smp.weight_ns, 45'000'000u);
+            }
         }
     }
     const double dur = p.run.end_mono_ns - p.run.start_mono_ns;

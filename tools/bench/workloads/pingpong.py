@@ -2,7 +2,12 @@
 # pipes: every read blocks until the other side writes, so each round trip is two voluntary
 # context switches, the work of a scheduler-heavy program (tools/bench/run, section "wall").
 #
-#   python pingpong.py SECONDS
+#   python pingpong.py SECONDS [WORK]
+#
+# WORK (default 0): each side runs a pure-Python loop of WORK iterations before it answers, so
+# that the switch rate can be brought down to a given one (tools/bench/run calibrates it: the
+# issue's workload switches at >= 50,000/s; with no work it switches as fast as it can, every
+# context switch on the critical path of each round trip: the worst case).
 #
 # Prints "pids PARENT CHILD", waits for a line on stdin (the benchmark sends one once the
 # profiler runs; EOF starts it too), ping-pongs for SECONDS, then prints
@@ -23,19 +28,26 @@ def voluntary(pid):
     return 0
 
 
-def pong(r, w):
+def work(k):
+    for _ in range(k):
+        pass
+
+
+def pong(r, w, k):
     while True:
         b = os.read(r, 1)
         if not b or b == b"q":
             return
+        work(k)
         os.write(w, b)
 
 
-def ping(r, w, seconds):
+def ping(r, w, seconds, k):
     n = 0
     end = time.monotonic() + seconds
     while True:
         for _ in range(1000):  # the clock read, 1000 times less often than a round trip
+            work(k)
             os.write(w, b"x")
             os.read(r, 1)
         n += 1000
@@ -45,13 +57,14 @@ def ping(r, w, seconds):
 
 def main():
     seconds = float(sys.argv[1])
+    k = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     a_r, a_w = os.pipe()  # parent -> child
     b_r, b_w = os.pipe()  # child -> parent
     child = os.fork()
     if child == 0:
         os.close(a_w)
         os.close(b_r)
-        pong(a_r, b_w)
+        pong(a_r, b_w, k)
         os._exit(0)
     os.close(a_r)
     os.close(b_w)
@@ -59,7 +72,7 @@ def main():
     sys.stdin.readline()
     v0 = voluntary(os.getpid()) + voluntary(child)
     t0 = time.monotonic()
-    n = ping(b_r, a_w, seconds)
+    n = ping(b_r, a_w, seconds, k)
     el = time.monotonic() - t0
     v1 = voluntary(os.getpid()) + voluntary(child)
     print("roundtrips %d elapsed %.6f switches %d" % (n, el, v1 - v0), flush=True)
