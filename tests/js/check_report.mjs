@@ -104,6 +104,21 @@ page.on('dialog', d => { fail(`dialog: ${d.message()}`); d.dismiss().catch(() =>
 
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 // Polls fn (in node) until it returns a truthy value or the time is up.
+// A table row's click: the row is brought to the middle of the viewport first, clear of the
+// sticky scope bar at the top (Playwright's own scrolling may leave it under the bar, which then
+// takes the click: once seen as a 30 s timeout in CI), and a click that still cannot happen is a
+// failure naming the row, not a timeout of the whole check.
+async function clickRow(loc, what) {
+  try {
+    await loc.evaluate(el => el.scrollIntoView({ block: 'center' }));
+    await loc.click({ timeout: 10000 });
+    return true;
+  } catch (e) {
+    fail(`clicking ${what}: ${String(e.message).split('\n')[0]}`);
+    return false;
+  }
+}
+
 async function until(fn, ms = 10000, step = 50) {
   const end = Date.now() + ms;
   for (;;) {
@@ -245,7 +260,7 @@ async function main() {
     const row = page.locator('#pod-table tbody tr.pod-row').nth(i);
     const key = await row.getAttribute('data-pod');
     const before = await totals();
-    await row.click();
+    if (!(await clickRow(row, `pod ${key}`))) break;
     const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`pod ${key}`), 5000);
     if (!scoped) { fail(`clicking pod ${key} does not scope to it`); break; }
     const inPod = await page.locator('#proc-table tbody tr.proc-row').count();
@@ -254,7 +269,7 @@ async function main() {
     const t = await totals();
     if (podRows > 1 && t === before) fail(`clicking pod ${key} does not change the totals`);
     else info.push(`pod ${key} click scopes to ${inPod} processes`);
-    await page.locator(`#pod-table tbody tr.pod-row[data-pod="${key}"]`).click();
+    if (!(await clickRow(page.locator(`#pod-table tbody tr.pod-row[data-pod="${key}"]`), `pod ${key} again`))) break;
     const back = await until(async () => (await totals()) === before, 5000);
     if (!back) fail(`clicking pod ${key} again does not restore the totals`);
   }
@@ -273,12 +288,12 @@ async function main() {
     const row = page.locator('#proc-table tbody tr.proc-row').nth(i);
     const pid = await row.getAttribute('data-pid');
     const proc = await row.getAttribute('data-proc');  // (PIDs repeat in a profile merged from several machines)
-    await row.click();
+    if (!(await clickRow(row, `process ${pid}`))) break;
     const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`pid ${pid}`), 5000);
     if (!scoped) { fail(`clicking process ${pid} does not scope to it`); break; }
     const t = await topText();
     if (t !== topAll) { changed = true; info.push(`process ${pid} click changes the top table`); }
-    await page.locator(`#proc-table tbody tr.proc-row[data-proc="${proc}"]`).click();
+    if (!(await clickRow(page.locator(`#proc-table tbody tr.proc-row[data-proc="${proc}"]`), `process ${pid} again`))) break;
     const back = await until(async () => (await topText()) === topAll, 5000);
     if (!back) fail(`clicking process ${pid} again does not restore the top table`);
   }
@@ -287,7 +302,7 @@ async function main() {
   const threadRow = page.locator('#thread-table tbody tr.thread-row').first();
   if (await threadRow.count()) {
     const tid = await threadRow.getAttribute('data-tid');
-    await threadRow.click();
+    await clickRow(threadRow, `thread ${tid}`);
     const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`tid ${tid}`), 5000);
     if (!scoped) fail(`clicking thread ${tid} does not scope to it`);
     await page.click('#reset-all');
