@@ -108,6 +108,33 @@ def leaf_lines(doc, frames, function):
     return lines
 
 
+def wait_seconds_under(doc, frames, function, leaf="[sleeping]"):
+    """Seconds of the samples whose innermost frame is leaf (a wait) right under function (its
+    name, or its qualified name from 3.11)."""
+    scale = {"nanoseconds": 1e-9, "microseconds": 1e-6, "milliseconds": 1e-3, "seconds": 1.0}
+    total = 0.0
+    for p in doc["profiles"]:
+        unit = scale.get(p.get("unit"))
+        if unit is None:
+            continue
+        for s, w in zip(p.get("samples", []), p.get("weights", [])):
+            if (len(s) >= 2 and frames[s[-1]]["name"] == leaf and
+                    frames[s[-2]]["name"].split(".")[-1] == function):
+                total += w * unit
+    return total
+
+
+def wait_leaves(doc, frames):
+    """{(the frame above, the wait leaf): samples}, for a failure's message."""
+    seen = {}
+    for p in doc["profiles"]:
+        for s in p.get("samples", []):
+            if s and frames[s[-1]]["name"].startswith("["):
+                k = (frames[s[-2]]["name"] if len(s) >= 2 else "", frames[s[-1]]["name"])
+                seen[k] = seen.get(k, 0) + 1
+    return seen
+
+
 def current_umask():
     with open("/proc/self/status") as f:
         for line in f:
@@ -658,7 +685,12 @@ class AgentApi(Helpers):
         # be loaded: how much the loop got is not the point here).
         self.assertGreater(p.on_cpu, 0, p.summary)
         self.assertLess(p.on_cpu, p.duration + 0.1, p.summary)
-        self.assertGreaterEqual(p.off_cpu, 0, p.summary)
+        # The half-second sleep is off-CPU time, [sleeping] under this function, weighing it.
+        self.assertGreater(p.off_cpu, 0.45, p.summary)
+        doc, frames = read_speedscope(path)
+        slept = wait_seconds_under(doc, frames, "test_wall_mode_through_the_agent")
+        self.assertGreater(slept, 0.45, wait_leaves(doc, frames))
+        self.assertLess(slept, 0.5 + 0.25, wait_leaves(doc, frames))
         self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
 
     def test_gil_mode_through_the_agent(self):
@@ -881,7 +913,11 @@ class RootDirect(Helpers):
         self.assertEqual(p.summary["min_block_ns"], 2500000)
         self.assertGreater(p.on_cpu, 0, p.result.log)
         self.assertLess(p.on_cpu, p.duration + 0.1, p.result.log)
-        self.assertGreaterEqual(p.off_cpu, 0, p.result.log)
+        self.assertGreater(p.off_cpu, 0.45, p.result.log)
+        doc, frames = read_speedscope(path)
+        slept = wait_seconds_under(doc, frames, "test_wall_mode_through_the_binary")
+        self.assertGreater(slept, 0.45, wait_leaves(doc, frames))
+        self.assertLess(slept, 0.5 + 0.25, wait_leaves(doc, frames))
         # What the binary printed is what the result holds.
         self.assertIn("  mode wall: %.3f s on CPU, %.3f s off CPU" % (p.on_cpu, p.off_cpu), p.result.log)
         self.assertIn("than the 2.5 ms --min-block", p.result.log)

@@ -469,6 +469,43 @@ class SchedulerDropIn(Cluster):
         self.assertEqual(res.returncode, 0, res.stdout)
         self.assertIn("shows %s in profile %d" % (name, index), res.stdout)
 
+    @needs_cluster
+    def test_idle_scheduler_with_pyspys_idle_shows_its_event_loop_waiting(self):
+        # py-spy --idle (distributed-pyspy passes it through): wall mode. A scheduler with
+        # nothing to do is almost empty in cpu mode; in wall mode the thread of its event loop
+        # shows where it waits, in select() under asyncio's loop, for the whole block.
+        os.chdir(OUT)
+        from pybpfprof.dask import profile_scheduler as pyspy_on_scheduler
+
+        t0 = time.monotonic()
+        with pyspy_on_scheduler("idle.json", idle=True) as prof:
+            time.sleep(2)
+        block = time.monotonic() - t0
+        self.assertEqual(prof.mode, "wall")
+        with open(out("idle.json")) as f:
+            doc = json.load(f)
+        frames = doc["shared"]["frames"]
+        scale = {"nanoseconds": 1e-9, "microseconds": 1e-6, "milliseconds": 1e-3, "seconds": 1.0}
+        best = None  # (seconds waiting in select, the thread's seconds, its name)
+        for p in doc["profiles"]:
+            unit = scale[p["unit"]]
+            total = in_select = 0.0
+            for stack, w in zip(p["samples"], p["weights"]):
+                total += w * unit
+                names = [frames[i]["name"].split(".")[-1] for i in stack]
+                if names and names[-1] == "[sleeping]" and "select" in names and "_run_once" in names:
+                    in_select += w * unit
+            if in_select and (best is None or in_select > best[0]):
+                best = (in_select, total, p["name"])
+        self.assertIsNotNone(best, "no thread waits in select() under the event loop")
+        in_select, total, name = best
+        print("%s: %.2f s of %.2f s waiting in select() (block %.2f s)" % (name, in_select, total, block))
+        # The loop thread is accounted for the whole session (the block plus start and stop), and
+        # nearly all of it waits in select().
+        self.assertGreater(total, 0.95 * 2.0, name)
+        self.assertLess(total, block + 1.0, name)
+        self.assertGreater(in_select, 0.9 * total, name)
+
 
 def main():
     if MODE and not OUT:
