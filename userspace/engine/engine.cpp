@@ -888,7 +888,7 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
         if (!st) continue;
         pbp_offcpu e{};
         e.tgid = static_cast<uint32_t>(pid);
-        e.gil = proc.off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
+        e.gil = proc.off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
         if (st->state == 'S' || st->state == 'D') {
             e.out_ns = now;
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
