@@ -4,7 +4,9 @@
  *
  * Where the GIL's struct is comes from userspace/cpython (pbp_py_offsets.gil_*): at a fixed
  * address in _PyRuntime (3.7 .. 3.11, pbp_proc.gil_addr) or through a pointer in the
- * interpreter (3.12+, one GIL per interpreter). 3.6 and free-threaded builds: not known. */
+ * interpreter (3.12+, one GIL per interpreter). 3.6 has no struct: its static variables are at
+ * the addresses in pbp_proc (gil_locked_addr, gil_holder_addr; the futexes at gil_addr, over
+ * gil_wait_size bytes). Free-threaded builds, and a 3.6 without its symbols: not known. */
 #ifndef __PYBPFPROF_GIL_BPF_H__
 #define __PYBPFPROF_GIL_BPF_H__
 
@@ -30,9 +32,18 @@ static __always_inline __u64 gil_address(const struct pbp_proc *proc, __u64 inte
 
 /* enum pbp_gil of the thread whose PyThreadState is tstate (in interpreter interp), on CPU:
  * HELD, NEITHER, or NA when the layout is unknown or the build is free-threaded. One read of
- * the struct's first PBP_GIL_WINDOW bytes (two reads through the interpreter's pointer). */
+ * the struct's first PBP_GIL_WINDOW bytes (two reads through the interpreter's pointer; in
+ * 3.6 two reads, one per static variable). */
 static __always_inline __u8 gil_state_on_cpu(const struct pbp_proc *proc, __u64 interp, __u64 tstate)
 {
+	if (proc->off.gil_where == PBP_GIL_WHERE_STATICS) {
+		__s32 locked;
+		__u64 holder;
+		if (!tstate || bpf_probe_read_user(&locked, sizeof(locked), (const void *)proc->gil_locked_addr) ||
+		    bpf_probe_read_user(&holder, sizeof(holder), (const void *)proc->gil_holder_addr) || locked < 0)
+			return PBP_GIL_NA;
+		return locked && holder == tstate ? PBP_GIL_HELD : PBP_GIL_NEITHER;
+	}
 	__u64 gil = gil_address(proc, interp);
 	if (!gil || !tstate)
 		return PBP_GIL_NA;
@@ -82,6 +93,8 @@ static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, st
 			return 0;
 		uaddr = BPF_CORE_READ(regs, di);
 	}
+	if (proc->off.gil_where == PBP_GIL_WHERE_STATICS)
+		return uaddr - proc->gil_addr < proc->gil_wait_size;
 	__u64 interp = 0;
 	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP)
 		interp = rd_u64(proc->interp_head_addr);

@@ -68,13 +68,14 @@ static __always_inline __u32 task_state(struct task_struct *t, int btf)
 }
 
 /* The gil field of an off-CPU record: WAITING when the thread waits for the GIL; otherwise NA
- * in a free-threaded build, else NEITHER (a blocked thread that does not wait for the GIL is
- * taken not to hold it; a C extension blocking with the GIL held is the exception this misses). */
+ * where the GIL is not known (a free-threaded build, a 3.6 without its symbols), else NEITHER
+ * (a blocked thread that does not wait for the GIL is taken not to hold it; a C extension
+ * blocking with the GIL held is the exception this misses). */
 static __always_inline __u8 offcpu_gil(const struct pbp_proc *proc, __u8 wait)
 {
 	if (wait == PBP_WAIT_GIL)
 		return PBP_GIL_WAITING;
-	return proc->off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;
+	return proc->off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;
 }
 
 /* The record of an interval (or a sum) of thread tid, on the stack kept in its entry. */

@@ -55,9 +55,14 @@ enum pbp_instr_kind {
 
 /* Where a process's GIL (struct _gil_runtime_state) is. */
 enum pbp_gil_where {
-	PBP_GIL_WHERE_NONE = 0,   /* not known (3.6, free-threaded builds): every sample is GIL n/a */
+	PBP_GIL_WHERE_NONE = 0,   /* not known (free-threaded builds, 3.6 without its symbols): GIL n/a */
 	PBP_GIL_WHERE_ADDR = 1,   /* 3.7 .. 3.11: embedded in _PyRuntime (ceval.gil), at pbp_proc.gil_addr */
 	PBP_GIL_WHERE_INTERP = 2, /* 3.12+: PyInterpreterState.ceval.gil points to it (per interpreter) */
+	/* 3.6: no struct, separate static variables of ceval.c (gil_locked, gil_last_holder, and
+	 * the futexes gil_cond, gil_mutex, switch_cond, switch_mutex) found in the ELF symbol
+	 * table: pbp_proc.gil_locked_addr, gil_holder_addr, and gil_addr/gil_wait_size for the
+	 * futexes. The gil_locked/gil_last_holder/gil_size offsets are unused. */
+	PBP_GIL_WHERE_STATICS = 3,
 };
 /* Bytes BPF reads from the start of the GIL struct: gil_locked and gil_last_holder lie within.
  * A power of two, so a mask bounds the offsets for the verifier. */
@@ -160,11 +165,14 @@ struct pbp_proc {
 	struct pbp_py_offsets off;
 	__u64 interp_head_addr;   /* address of the pointer to the first PyInterpreterState */
 	__u64 code_type_addr;     /* &PyCode_Type in the target, 0 = no type check */
-	__u64 gil_addr;           /* PBP_GIL_WHERE_ADDR: the GIL struct's address, else 0 */
+	__u64 gil_addr;           /* PBP_GIL_WHERE_ADDR: the GIL struct's address; PBP_GIL_WHERE_STATICS:
+	                           * the start of the range holding take_gil's futexes; else 0 */
+	__u64 gil_locked_addr;    /* PBP_GIL_WHERE_STATICS: &gil_locked (an int), else 0 */
+	__u64 gil_holder_addr;    /* PBP_GIL_WHERE_STATICS: &gil_last_holder (a PyThreadState *), else 0 */
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
 	__u32 flags;              /* PBP_PROC_* */
-	__u32 _pad;
+	__u32 gil_wait_size;      /* PBP_GIL_WHERE_STATICS: bytes of the futex range at gil_addr, else 0 */
 };
 /* --mode wall: the process's threads are tracked off CPU (the scheduler programs). */
 #define PBP_PROC_WALL (1u << 0)

@@ -105,6 +105,8 @@ def _seconds(ns):
 _MODE_LINE = re.compile(r"^  mode (cpu|wall|gil): (\d+\.\d+) s on CPU(?:, (\d+\.\d+) s off CPU)?"
                         r"(?: \((\d+\.\d+) s of it in intervals shorter than)?")
 _GIL_PART = re.compile(r"(\d+\.\d+) s (held|waiting|neither|n/a)")
+_LEFT_OUT = re.compile(r"; (\d+\.\d+) s on CPU not holding it left out \((\d+) samples?\)")
+_GIL_UNKNOWN = re.compile(r"PID (\d+): ([^;]*?)(?=; PID \d+: |\); use --mode)")
 
 
 def parse_mode_lines(lines, min_block_ns=0):
@@ -118,8 +120,15 @@ def parse_mode_lines(lines, min_block_ns=0):
             out.update({"mode": m.group(1), "on_cpu_ns": ns(m.group(2)), "off_cpu_ns": ns(m.group(3)),
                         "aggregate_ns": ns(m.group(4)), "min_block_ns": min_block_ns if m.group(1) == "wall" else 0,
                         "gil_ns": {}})
+            left = _LEFT_OUT.search(line)
+            if m.group(1) == "gil" and left:
+                # (The text has the total only; the agent's summary has it by state.)
+                out["gil_left_out_ns"] = {"total": ns(left.group(1))}
+                out["gil_left_out_samples"] = int(left.group(2))
         elif line.startswith("  GIL: ") and out:
             out["gil_ns"] = {state: int(round(float(sec) * 1e9)) for sec, state in _GIL_PART.findall(line)}
+        elif line.startswith("  warning: ") and "no known GIL state" in line and out:
+            out["gil_unknown"] = [{"pid": int(pid), "reason": why} for pid, why in _GIL_UNKNOWN.findall(line)]
     return out
 
 
@@ -134,7 +143,10 @@ class ProfileResult(object):
     "wall", "gil"), ``on_cpu`` and ``off_cpu`` (seconds seen on and off CPU: summed sample
     weights), ``min_block`` (seconds, wall mode), ``gil`` (seconds by GIL state: "held",
     "waiting", "neither", "n/a"; empty when no sample's state is known): from the summary,
-    None (or empty) for a snapshot."""
+    None (or empty) for a snapshot. In gil mode, ``gil_left_out`` (seconds on CPU left out
+    for not holding the GIL, by state; "total" alone through the direct backend),
+    ``gil_left_out_samples``, and ``gil_unknown`` ([(pid, reason)]: processes whose GIL state
+    is not known, none of whose samples gil mode keeps; also said in ``warnings``)."""
 
     def __init__(self, data, summary, format, final=True, report=None, backend="agent", warnings=(),
                  progress=None, log=""):
@@ -165,6 +177,15 @@ class ProfileResult(object):
         self.min_block = _seconds(self.summary.get("min_block_ns")) or None
         gil = self.summary.get("gil_ns")
         self.gil = {k: _seconds(v) for k, v in gil.items()} if isinstance(gil, dict) else {}
+        left = self.summary.get("gil_left_out_ns")
+        self.gil_left_out = {k: _seconds(v) for k, v in left.items()} if isinstance(left, dict) else {}
+        self.gil_left_out_samples = self.summary.get("gil_left_out_samples", 0)
+        self.gil_unknown = [(u.get("pid"), u.get("reason")) for u in self.summary.get("gil_unknown", [])
+                            if isinstance(u, dict)]
+        if self.gil_unknown and self.mode == "gil":
+            self.warnings.append("%d process(es) have no known GIL state and --mode gil keeps none of their "
+                                 "samples (%s)" % (len(self.gil_unknown),
+                                                   "; ".join("PID %s: %s" % u for u in self.gil_unknown)))
 
     def __iter__(self):
         # data, summary = result

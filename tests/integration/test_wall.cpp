@@ -37,6 +37,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,8 +64,10 @@ int marker_line(const std::string& script, const std::string& marker) {
 
 int minor_of(const Interpreter& i) { return std::stoi(i.version.substr(2)); }
 bool free_threaded(const Interpreter& i) { return i.name.rfind("sid-ft-", 0) == 0; }
-// Where the GIL's state is known (wall-design.md): 3.7+ with a GIL. 3.6 keeps its GIL in a
-// static of ceval.c that nothing describes: n/a, like a free-threaded build.
+// Where a single-threaded process's GIL state is known (wall-design.md): 3.7+ with a GIL.
+// 3.6 (its GIL in static variables of ceval.c, found by their symbols) creates its GIL only
+// when a first thread starts: a process that never starts one has none (n/a on CPU).
+// WallGil's processes start threads: there 3.6 is checked like the others.
 bool gil_known(const Interpreter& i) { return !free_threaded(i) && minor_of(i) >= 7; }
 
 // The interpreters of the matrix whose name starts with one of prefixes ("pyenv-3.12" picks
@@ -553,8 +556,35 @@ TEST_P(WallGil, GilModeKeepsOnlyHoldingSamples) {
     }
 }
 
+// What --mode gil leaves out is counted and said: the hashing thread is on CPU mostly without
+// the GIL, so most of its time is left out, and the summary's line says how much.
+TEST_P(WallGil, GilModeSaysWhatItLeftOut) {
+    std::map<std::string, pid_t> tids;
+    Recorded run = gil_run({"--mode", "gil", "-r", "999"}, "hash", tids);
+    ASSERT_TRUE(run.ok);
+    const std::regex line("  mode gil: ([0-9.]+) s on CPU holding the GIL kept; ([0-9.]+) s on CPU not holding it "
+                          "left out \\(([0-9]+) samples?\\)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(run.r.err, m, line)) << run.r.err;
+    const double kept_s = std::stod(m[1]), left_s = std::stod(m[2]);
+    const uint64_t left_n = std::stoull(m[3]);
+    std::cout << "  " << GetParam().name << ": kept " << kept_s << " s, left out " << left_s << " s (" << left_n
+              << " samples)\n";
+    // The kept time is the profile's; what was left out is at least most of hash_b's time on CPU
+    // (~2.5 s of the 3 s run unless the machine is loaded): well over a second, 1 ms a sample.
+    uint64_t kept_ns = 0;
+    for (auto& [_, pr] : run.p.processes)
+        for (auto& [__, t] : pr.threads) kept_ns += total(t);
+    EXPECT_NEAR(kept_s, kept_ns / 1e9, 0.0011);
+    EXPECT_GT(left_s, 0.5) << run.r.err;
+    EXPECT_NEAR(left_s, left_n * 1e-3, 0.01 * left_s + 0.002) << run.r.err;
+    // The GIL line counts both: held (kept) and neither (left out).
+    EXPECT_NE(run.r.err.find(" s neither"), std::string::npos) << run.r.err;
+    EXPECT_EQ(run.r.err.find("no known GIL state"), std::string::npos) << run.r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Interpreters, WallGil,
-                         ::testing::ValuesIn(pick({"pyenv-3.9", "host-3.11", "pyenv-3.12", "pyenv-3.13", "sid-3.14"})),
+                         ::testing::ValuesIn(pick({"pyenv-3.6", "pyenv-3.9", "host-3.11", "pyenv-3.12", "pyenv-3.13", "sid-3.14"})),
                          interpreter_test_name);
 
 // ---- free-threaded ------------------------------------------------------------------------
@@ -590,6 +620,27 @@ TEST_P(WallFreeThreaded, GilNaAndWallWorks) {
         return s.kind == SampleKind::OffCpu && has(run.p, s, "main") && s.wait == WaitReason::Sleep;
     });
     EXPECT_GT(double(joined), 0.8 * run.duration_ns()) << describe(run.p, *main_t);
+}
+
+// --mode gil keeps nothing of a process without a GIL: the summary says so in one warning
+// line, and how much it left out, rather than an empty profile without a word.
+TEST_P(WallFreeThreaded, GilModeWarnsThatItKeepsNothing) {
+    Recorded run = launch({"--mode", "gil", "-r", "999"}, "wall_gil.py", {"python", "2"});
+    ASSERT_TRUE(run.ok);
+    size_t n = 0;
+    for (auto& [_, pr] : run.p.processes)
+        for (auto& [__, t] : pr.threads) n += t.samples.size();
+    EXPECT_EQ(n, 0u) << "samples kept in --mode gil of a free-threaded build";
+    const std::regex warning("  warning: 1 process has no known GIL state and --mode gil keeps none of its samples "
+                             "\\(PID ([0-9]+): a free-threaded build: it has no GIL\\); use --mode cpu or --mode wall "
+                             "for it\n");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(run.r.err, m, warning)) << run.r.err;
+    const std::regex left(" ([0-9.]+) s on CPU not holding it left out \\(([0-9]+) samples?\\)");
+    ASSERT_TRUE(std::regex_search(run.r.err, m, left)) << run.r.err;
+    // Both loops ran in parallel for ~2 s: ~4 s on CPU, all left out (less when loaded).
+    EXPECT_GT(std::stod(m[1]), 1.0) << run.r.err;
+    EXPECT_EQ(run.r.err.find("was not sampled"), std::string::npos) << run.r.err;
 }
 
 std::vector<Interpreter> free_threaded_interpreters() {

@@ -392,6 +392,25 @@ class ProtocolClient(unittest.TestCase):
             "mode": "cpu", "on_cpu_ns": 990000000, "off_cpu_ns": 0, "aggregate_ns": 0, "min_block_ns": 0,
             "gil_ns": {}})
         self.assertEqual(pybpfprof.parse_mode_lines(["Wrote x: 1 sample"]), {})
+        gil = ["  mode gil: 0.420 s on CPU holding the GIL kept; 0.350 s on CPU not holding it left out (35 samples)",
+               "  GIL: 0.420 s held, 0.300 s neither, 0.050 s n/a (not known)",
+               "  warning: 2 processes have no known GIL state and --mode gil keeps none of their samples (PID 42: "
+               "a free-threaded build: it has no GIL; PID 7: CPython 3.6: no symbols); use --mode cpu or --mode wall "
+               "for them"]
+        self.assertEqual(pybpfprof.parse_mode_lines(gil), {
+            "mode": "gil", "on_cpu_ns": 420000000, "off_cpu_ns": 0, "aggregate_ns": 0, "min_block_ns": 0,
+            "gil_ns": {"held": 420000000, "neither": 300000000, "n/a": 50000000},
+            "gil_left_out_ns": {"total": 350000000}, "gil_left_out_samples": 35,
+            "gil_unknown": [{"pid": 42, "reason": "a free-threaded build: it has no GIL"},
+                            {"pid": 7, "reason": "CPython 3.6: no symbols"}]})
+        g = pybpfprof.ProfileResult(b"", dict(SUMMARY, mode="gil", on_cpu_ns=1000000000, off_cpu_ns=0,
+                                              min_block_ns=0, aggregate_ns=0, gil_ns={"held": 1000000000},
+                                              gil_left_out_ns={"neither": 500000000}, gil_left_out_samples=50,
+                                              gil_unknown=[{"pid": 42, "reason": "a free-threaded build"}]),
+                                    "speedscope")
+        self.assertEqual((g.gil_left_out, g.gil_left_out_samples, g.gil_unknown),
+                         ({"neither": 0.5}, 50, [(42, "a free-threaded build")]))
+        self.assertIn("PID 42: a free-threaded build", g.warnings[-1])
         r = pybpfprof.ProfileResult(b"", dict(SUMMARY, mode="wall", on_cpu_ns=2000000000, off_cpu_ns=500000000,
                                               min_block_ns=1000000, aggregate_ns=0, gil_ns={"held": 1000000000}),
                                     "speedscope")

@@ -100,8 +100,38 @@ TEST(RunSummary, GilModeSaysWhatWasKept) {
     r.cpu(42, GilState::Held);
     const std::string text = mode_lines(mode_totals(r.p));
     EXPECT_EQ(text,
-              "  mode gil: 0.420 s on CPU holding the GIL kept (samples not holding it are left out)\n"
+              "  mode gil: 0.420 s on CPU holding the GIL kept; 0.000 s on CPU not holding it left out (0 samples)\n"
               "  GIL: 0.420 s held\n");
+}
+
+// What gil mode left out is counted (by the engine, in RunInfo) and said, its GIL states in
+// the GIL line; a process whose GIL is not known gets one warning line; both cross the
+// agent's JSON.
+TEST(RunSummary, GilModeSaysWhatWasLeftOutAndWhichProcessesHaveNoGil) {
+    OneThread r(ProfileMode::Gil);
+    r.cpu(42, GilState::Held);
+    r.p.run.gil_left_out_ns = {{GilState::Neither, 300'000'000}, {GilState::NA, 50'000'000}};
+    r.p.run.gil_left_out_samples = 35;
+    r.p.run.gil_unknown = {{4242, "a free-threaded build: it has no GIL"}};
+    const RunOutcome o = r.outcome();
+    EXPECT_EQ(mode_lines(o.mode),
+              "  mode gil: 0.420 s on CPU holding the GIL kept; 0.350 s on CPU not holding it left out (35 samples)\n"
+              "  GIL: 0.420 s held, 0.300 s neither, 0.050 s n/a (not known)\n"
+              "  warning: 1 process has no known GIL state and --mode gil keeps none of its samples (PID 4242: a "
+              "free-threaded build: it has no GIL); use --mode cpu or --mode wall for it\n");
+    const nlohmann::json j = to_json(o);
+    EXPECT_EQ(j.at("gil_left_out_samples"), 35u);
+    EXPECT_EQ(j.at("gil_left_out_ns"), (nlohmann::json{{"neither", 300'000'000u}, {"n/a", 50'000'000u}}));
+    EXPECT_EQ(j.at("gil_unknown"), nlohmann::json::parse(R"([{"pid":4242,"reason":"a free-threaded build: it has no GIL"}])"));
+    RunOutcome back;
+    std::string error;
+    ASSERT_TRUE(from_json(j, back, error)) << error;
+    EXPECT_EQ(back.mode, o.mode);
+    // Other modes: neither line (nothing is left out there, and n/a is in the GIL line).
+    OneThread w(ProfileMode::Wall, 1'000'000);
+    w.cpu(10, GilState::Held);
+    w.p.run.gil_unknown = {{4242, "x"}};
+    EXPECT_EQ(mode_lines(mode_totals(w.p)).find("warning"), std::string::npos);
 }
 
 TEST(RunSummary, GilStatesAreSummedByWeightWhenAnyIsKnown) {

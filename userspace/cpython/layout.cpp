@@ -148,11 +148,12 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
     }
 
     // The GIL: locked and last_holder are read in one PBP_GIL_WINDOW read from its start.
-    if (off.gil_where > PBP_GIL_WHERE_INTERP) {
+    if (off.gil_where > PBP_GIL_WHERE_STATICS) {
         error = "bad gil_where " + num(off.gil_where);
         return false;
     }
-    if (off.gil_where != PBP_GIL_WHERE_NONE) {
+    // (PBP_GIL_WHERE_STATICS: no struct, the addresses are the process's: pbp_proc.)
+    if (off.gil_where == PBP_GIL_WHERE_ADDR || off.gil_where == PBP_GIL_WHERE_INTERP) {
         if (off.gil_where == PBP_GIL_WHERE_INTERP && off.interp_gil_ptr == PBP_OFF_NONE) {
             error = "interp_gil_ptr is required for PBP_GIL_WHERE_INTERP";
             return false;

@@ -236,9 +236,10 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     } else if (t->interp_gil_ptr != NONE) {
         o.gil_where = PBP_GIL_WHERE_INTERP;
     } else {  // 3.6: gil_locked, gil_last_holder, gil_mutex, .. are separate static variables
-        o.gil_where = PBP_GIL_WHERE_NONE;
+        // whose addresses come from the ELF symbol table (cpython/gil.h: locate_gil_statics).
+        o.gil_where = PBP_GIL_WHERE_STATICS;
     }
-    if (o.gil_where != PBP_GIL_WHERE_NONE) {
+    if (o.gil_where != PBP_GIL_WHERE_STATICS) {
         o.gil_locked = kGilLocked;
         o.gil_last_holder = kGilLastHolder;
         o.gil_size = kGilSize;

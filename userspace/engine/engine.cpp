@@ -178,6 +178,9 @@ RunInfo Session::run_info(uint64_t end_mono_ns) const {
     run.bpf_loop = engine_.uses_bpf_loop();
     run.mode = cfg_.mode;
     run.min_block_ns = cfg_.mode == ProfileMode::Wall ? cfg_.min_block_ns : 0;
+    run.gil_unknown = gil_unknown_;
+    run.gil_left_out_ns = gil_left_out_ns_;
+    run.gil_left_out_samples = gil_left_out_samples_;
     run.lost = engine_.lost();
     if (engine_.sampler_) {
         auto ps = engine_.sampler_->prog_stats();
@@ -520,6 +523,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
     update_wall(t.pid);
     if (!t.warning.empty())
         s.event({EngineEvent::Warning, t.pid, false, 0, "PID " + std::to_string(t.pid) + ": " + t.warning});
+    if (!t.gil_unknown.empty()) s.gil_unknown_[static_cast<uint32_t>(t.pid)] = t.gil_unknown;
     EngineEvent e{EngineEvent::TargetAdded, t.pid, announce};
     e.comm = procfs::comm(t.pid);
     e.python = t.describe();
@@ -614,6 +618,9 @@ void Engine::on_sample(const pbp_event& e) {
                 continue;
             }
         } else if (mode == ProfileMode::Gil && e.gil != PBP_GIL_HELD) {
+            // Left out, but counted: the summary says how much.
+            s->gil_left_out_ns_[e.gil <= PBP_GIL_NEITHER ? static_cast<GilState>(e.gil) : GilState::NA] += e.weight_ns;
+            s->gil_left_out_samples_++;
             continue;
         }
         s->agg_->on_sample(e, stack);
@@ -888,7 +895,7 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
         if (!st) continue;
         pbp_offcpu e{};
         e.tgid = static_cast<uint32_t>(pid);
-        e.gil = proc.off.free_threaded ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
+        e.gil = proc.off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
         if (st->state == 'S' || st->state == 'D') {
             e.out_ns = now;
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;

@@ -156,6 +156,7 @@ public:
     size_t targets_ever() const { return ever_.size(); }
     // --pid targets that exited during the run (their samples are kept).
     const std::set<pid_t>& exited_early() const { return exited_early_; }
+
     bool launched() const { return launched_pid_ > 0; }
     // Bytes this session's samples hold (for the agent's per-session memory limit).
     size_t memory_bytes() const;
@@ -181,6 +182,11 @@ private:
     EventSink sink_;
     std::unique_ptr<Aggregator> agg_;
     std::set<pid_t> targets_, ever_, exited_early_, launch_tree_;
+    // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
+    // out for not holding the GIL, by state (RunInfo::gil_*).
+    std::map<uint32_t, std::string> gil_unknown_;
+    std::map<GilState, uint64_t> gil_left_out_ns_;
+    uint64_t gil_left_out_samples_ = 0;
     pid_t launched_pid_ = 0;
     std::unique_ptr<Launcher> launcher_;
     struct WatchedCgroup;

@@ -166,6 +166,10 @@ struct RunInfo {
     bool bpf_loop = false;              // the kernel has bpf_loop (else the tail-call walk)
     ProfileMode mode = ProfileMode::Cpu;  // what the run kept (--mode)
     uint64_t min_block_ns = 0;          // wall: the minimum off-CPU interval kept alone
+    // For the run's summary (summary/), not written to profile files:
+    std::map<uint32_t, std::string> gil_unknown;   // targets (pid) whose GIL state is n/a, and why
+    std::map<GilState, uint64_t> gil_left_out_ns;  // gil: on-CPU samples left out (not holding it), by state
+    uint64_t gil_left_out_samples = 0;
 
     bool operator==(const RunInfo&) const = default;
 

@@ -45,9 +45,18 @@ std::string RunOutcome::text(const std::string& written) const {
     std::string s;
     char dur[32];
     snprintf(dur, sizeof dur, "%.1f", duration_s);
-    for (auto& [pid, comm] : not_sampled)
+    for (auto& [pid, comm] : not_sampled) {
+        if (mode.mode == ProfileMode::Gil) {
+            // Its samples may all have been left out: not holding the GIL, or (said in the
+            // mode lines' warning) no known GIL state at all.
+            if (mode.gil_unknown.count(static_cast<uint32_t>(pid))) continue;
+            s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") had no sample holding the GIL during the " +
+                 dur + " s run; its profile is empty\n";
+            continue;
+        }
         s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") was not sampled during the " + dur +
              " s run (it used less than one sample period of CPU); its profile is empty\n";
+    }
     for (auto& [pid, n] : exited_early)
         s += "pybpfprof: PID " + std::to_string(pid) + " exited during the run; its " + std::to_string(n) +
              " samples are kept in " + written + "\n";
@@ -81,6 +90,11 @@ nlohmann::json to_json(const RunOutcome& o) {
     j["aggregate_ns"] = o.mode.aggregate_ns;
     j["gil_ns"] = nlohmann::json::object();
     for (auto& [g, ns] : o.mode.gil_ns) j["gil_ns"][gil_name(g)] = ns;
+    j["gil_left_out_ns"] = nlohmann::json::object();
+    for (auto& [g, ns] : o.mode.left_out_ns) j["gil_left_out_ns"][gil_name(g)] = ns;
+    j["gil_left_out_samples"] = o.mode.left_out_samples;
+    j["gil_unknown"] = nlohmann::json::array();
+    for (auto& [pid, why] : o.mode.gil_unknown) j["gil_unknown"].push_back({{"pid", pid}, {"reason", why}});
     return j;
 }
 
@@ -103,17 +117,27 @@ bool from_json(const nlohmann::json& j, RunOutcome& o, std::string& error) {
         o.mode.off_cpu_ns = j.at("off_cpu_ns").get<uint64_t>();
         o.mode.min_block_ns = j.at("min_block_ns").get<uint64_t>();
         o.mode.aggregate_ns = j.at("aggregate_ns").get<uint64_t>();
-        for (auto& [name, ns] : j.at("gil_ns").items()) {
-            GilState g = GilState::NA;
-            bool found = false;
-            for (GilState c : {GilState::NA, GilState::Held, GilState::Waiting, GilState::Neither})
-                if (name == gil_name(c)) g = c, found = true;
-            if (!found) {
-                error = "the agent's run summary is malformed (an unknown GIL state)";
-                return false;
+        auto by_state = [&](const nlohmann::json& obj, std::map<GilState, uint64_t>& out) {
+            for (auto& [name, ns] : obj.items()) {
+                GilState g = GilState::NA;
+                bool found = false;
+                for (GilState c : {GilState::NA, GilState::Held, GilState::Waiting, GilState::Neither})
+                    if (name == gil_name(c)) g = c, found = true;
+                if (!found) {
+                    error = "the agent's run summary is malformed (an unknown GIL state)";
+                    return false;
+                }
+                out[g] = ns.get<uint64_t>();
             }
-            o.mode.gil_ns[g] = ns.get<uint64_t>();
-        }
+            return true;
+        };
+        if (!by_state(j.at("gil_ns"), o.mode.gil_ns)) return false;
+        // (Absent from an older agent's summary.)
+        if (j.contains("gil_left_out_ns") && !by_state(j.at("gil_left_out_ns"), o.mode.left_out_ns)) return false;
+        o.mode.left_out_samples = j.value("gil_left_out_samples", uint64_t{0});
+        if (j.contains("gil_unknown"))
+            for (auto& x : j.at("gil_unknown"))
+                o.mode.gil_unknown[x.at("pid").get<uint32_t>()] = x.at("reason").get<std::string>();
         return true;
     } catch (const nlohmann::json::exception& e) {
         error = std::string("the agent's run summary is malformed (") + e.what() + ")";

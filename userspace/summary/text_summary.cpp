@@ -38,6 +38,11 @@ ModeTotals mode_totals(const Profile& p) {
                 if (s.kind == SampleKind::OffCpu && s.aggregate) t.aggregate_ns += s.weight_ns;
                 t.gil_ns[s.gil] += s.weight_ns;
             }
+    if (p.run.mode == ProfileMode::Gil) {
+        t.left_out_ns = p.run.gil_left_out_ns;
+        t.left_out_samples = p.run.gil_left_out_samples;
+        t.gil_unknown = p.run.gil_unknown;
+    }
     return t;
 }
 
@@ -66,25 +71,44 @@ std::string mode_lines(const ModeTotals& t) {
                      " --min-block, summed per thread and reason)";
             s += "\n";
             break;
-        case ProfileMode::Gil:
-            // The engine drops the samples that do not hold the GIL: what was kept is all there is.
-            s += secs(t.on_cpu_ns) + " on CPU holding the GIL kept (samples not holding it are left out)\n";
+        case ProfileMode::Gil: {
+            // The engine drops the samples that do not hold the GIL, and counts them.
+            uint64_t left_ns = 0;
+            for (auto& [_, ns] : t.left_out_ns) left_ns += ns;
+            s += secs(t.on_cpu_ns) + " on CPU holding the GIL kept; " + secs(left_ns) + " on CPU not holding it left out (" +
+                 std::to_string(t.left_out_samples) + (t.left_out_samples == 1 ? " sample" : " samples") + ")\n";
             break;
+        }
     }
+    // In gil mode the GIL states of the samples left out count too: the line then says how
+    // the on-CPU time divided.
+    std::map<GilState, uint64_t> gil = t.gil_ns;
+    for (auto& [g, ns] : t.left_out_ns) gil[g] += ns;
     bool known = false;
-    for (auto& [g, ns] : t.gil_ns)
+    for (auto& [g, ns] : gil)
         if (g != GilState::NA && ns) known = true;
     if (known) {
         s += "  GIL:";
         bool first = true;
         for (GilState g : {GilState::Held, GilState::Waiting, GilState::Neither, GilState::NA}) {
-            auto it = t.gil_ns.find(g);
-            if (it == t.gil_ns.end() || !it->second) continue;
+            auto it = gil.find(g);
+            if (it == gil.end() || !it->second) continue;
             s += std::string(first ? " " : ", ") + secs(it->second) + " " +
                  (g == GilState::NA ? "n/a (not known)" : gil_name(g));
             first = false;
         }
         s += "\n";
+    }
+    if (t.mode == ProfileMode::Gil && !t.gil_unknown.empty()) {
+        const size_t n = t.gil_unknown.size();
+        s += "  warning: " + std::to_string(n) + (n == 1 ? " process has" : " processes have") +
+             " no known GIL state and --mode gil keeps none of " + (n == 1 ? "its" : "their") + " samples (";
+        bool first = true;
+        for (auto& [pid, why] : t.gil_unknown) {
+            s += std::string(first ? "" : "; ") + "PID " + std::to_string(pid) + ": " + why;
+            first = false;
+        }
+        s += "); use --mode cpu or --mode wall for " + std::string(n == 1 ? "it" : "them") + "\n";
     }
     return s;
 }

@@ -66,6 +66,12 @@ ElfFile::~ElfFile() {
 
 std::map<std::string, uint64_t> ElfFile::find_symbols(const std::vector<std::string>& names) const {
     std::map<std::string, uint64_t> found;
+    for (auto& [name, sym] : find_sized_symbols(names)) found[name] = sym.value;
+    return found;
+}
+
+std::map<std::string, ElfFile::Symbol> ElfFile::find_sized_symbols(const std::vector<std::string>& names) const {
+    std::map<std::string, Symbol> found;
     std::set<std::string> want(names.begin(), names.end());
     for (int pass = 0; pass < 2 && found.size() < want.size(); pass++) {
         Elf_Scn* scn = nullptr;
@@ -82,7 +88,7 @@ std::map<std::string, uint64_t> ElfFile::find_symbols(const std::vector<std::str
                 if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
                 const char* nm = elf_strptr(elf_, sh.sh_link, sym.st_name);
                 if (!nm || !*nm) continue;
-                if (want.count(nm) && !found.count(nm)) found[nm] = sym.st_value;
+                if (want.count(nm) && !found.count(nm)) found[nm] = Symbol{sym.st_value, sym.st_size};
             }
         }
     }

@@ -30,6 +30,11 @@ public:
     // Values (link-time virtual addresses) of the named symbols that exist, from .dynsym
     // and .symtab (local symbols too). One pass over the symbol tables.
     std::map<std::string, uint64_t> find_symbols(const std::vector<std::string>& names) const;
+    // The same, with each symbol's size (st_size: the bytes of a variable).
+    struct Symbol {
+        uint64_t value = 0, size = 0;
+    };
+    std::map<std::string, Symbol> find_sized_symbols(const std::vector<std::string>& names) const;
     std::optional<ElfSection> section(const std::string& name) const;
     const std::vector<ElfSegment>& loads() const { return loads_; }
     const std::string& soname() const { return soname_; }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct Discoverer::ElfFacts {
     bool is_exec = false;
     std::vector<ElfSegment> loads;
     std::map<std::string, uint64_t> syms;
+    std::map<std::string, ElfFile::Symbol> gil_syms;  // cpython::gil_static_symbols(), with sizes
     std::optional<ElfSection> pyruntime_section;
     std::optional<uint32_t> py_version;  // Py_Version contents (3.11+)
     std::string soname;
@@ -64,6 +66,16 @@ pbp_proc PythonTarget::bpf_config(uint32_t max_depth, uint32_t generation) const
     p.interp_head_addr = interp_head_addr;
     p.code_type_addr = code_type_addr;
     p.gil_addr = cpython::gil_fixed_address(layout, runtime_addr);
+    if (layout.bpf.gil_where == PBP_GIL_WHERE_STATICS) {
+        if (gil_statics) {
+            p.gil_addr = gil_statics->wait_addr;
+            p.gil_wait_size = static_cast<uint32_t>(gil_statics->wait_size);
+            p.gil_locked_addr = gil_statics->locked;
+            p.gil_holder_addr = gil_statics->last_holder;
+        } else {
+            p.off.gil_where = PBP_GIL_WHERE_NONE;
+        }
+    }
     p.generation = generation;
     p.max_depth = max_depth;
     return p;
@@ -82,7 +94,16 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
         f->ok = true;
         f->is_exec = elf->is_exec();
         f->loads = elf->loads();
-        f->syms = elf->find_symbols(cpython::runtime_symbols());
+        // One pass over the symbol tables for both lists.
+        std::vector<std::string> names = cpython::runtime_symbols();
+        const auto& gil_names = cpython::gil_static_symbols();
+        names.insert(names.end(), gil_names.begin(), gil_names.end());
+        for (auto& [name, sym] : elf->find_sized_symbols(names)) {
+            if (std::find(gil_names.begin(), gil_names.end(), name) != gil_names.end())
+                f->gil_syms[name] = sym;
+            else
+                f->syms[name] = sym.value;
+        }
         f->pyruntime_section = elf->section(cpython::kRuntimeSection);
         f->soname = elf->soname();
         if (auto pv = f->syms.find(cpython::kSymVersion); pv != f->syms.end()) {
@@ -190,6 +211,9 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         }
         t.layout = *lay.layout;
         t.warning = lay.warning;
+        std::string gil_why;
+        t.gil_statics = cpython::locate_gil_statics(t.layout, facts->gil_syms, *bias, gil_why);
+        t.gil_unknown = cpython::gil_unknown_reason(t.layout, gil_why);
         std::string err;
         t.interp_head_addr =
             cpython::interp_head_address(t.layout, t.runtime_addr, sym(cpython::kSymInterpHead), err);

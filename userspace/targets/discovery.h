@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "cpython/gil.h"
 #include "cpython/layout.h"
 #include "pybpfprof/abi.h"
 
@@ -25,6 +26,8 @@ struct PythonTarget {
     uint64_t interp_head_addr = 0;
     uint64_t code_type_addr = 0;  // &PyCode_Type in the target
     std::string warning;          // e.g. newer-than-tested CPython
+    std::optional<cpython::GilStatics> gil_statics;  // 3.6: its GIL's static variables
+    std::string gil_unknown;      // why its samples' GIL state is n/a; "" when it is known
 
     std::string describe() const;  // "3.11.7 (static /usr/bin/python3.11)"
     pbp_proc bpf_config(uint32_t max_depth, uint32_t generation) const;
