@@ -119,6 +119,7 @@ static __always_inline void offcpu_switch_in(struct pbp_offcpu *e, __u32 tid, __
 	if (wait == PBP_WAIT_NONE || wait >= PBP_WAIT_COUNT)
 		return;
 	__u16 flags = e->approx ? PBP_F_AGGREGATE : 0;
+	__u8 gil = e->gil;
 	__u64 min_block = min_block_ns;
 	if (dt < min_block) {
 		__u64 sum = e->sum_ns[wait] + dt;
@@ -129,8 +130,11 @@ static __always_inline void offcpu_switch_in(struct pbp_offcpu *e, __u32 tid, __
 		e->sum_ns[wait] = 0;
 		dt = sum;
 		flags = PBP_F_AGGREGATE;
+		/* A sum of short intervals: whether the GIL was held in each is not kept. */
+		if (gil == PBP_GIL_HELD)
+			gil = PBP_GIL_NEITHER;
 	}
-	offcpu_emit(e, tid, now, dt, wait, e->gil, flags);
+	offcpu_emit(e, tid, now, dt, wait, gil, flags);
 }
 
 /* The fields the identity check compares, from the frame window w. */
@@ -249,6 +253,13 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
 	if (!ts)
 		return walk_done(si, 0, 0, 0, reason, 0);
+	/* Preempted while holding the GIL: every other thread of the interpreter waits for this one
+	 * while it waits for a CPU, so the interval counts as holding it (one more read, only at
+	 * involuntary switches). */
+	if (wait == PBP_WAIT_RUNNABLE && gil_state_on_cpu(proc, interp, ts) == PBP_GIL_HELD) {
+		e->gil = PBP_GIL_HELD;
+		si->gil = PBP_GIL_HELD;
+	}
 	__u64 cframe = 0, pcf = 0;
 	reason = first_frame(&proc->off, s, ts, have_frame, &frame, &cframe, &pcf);
 	if (reason)

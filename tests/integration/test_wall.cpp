@@ -484,7 +484,12 @@ protected:
         Share s;
         s.all = total(t);
         const double all = double(std::max<uint64_t>(1, s.all));
-        s.held = 100.0 * weight(t, [](const Sample& x) { return x.kind == SampleKind::Cpu && x.gil == GilState::Held; }) / all;
+        // Held: on CPU holding it, or preempted while holding it (waiting for a CPU, which the
+        // other thread, blocked on the GIL, cannot use).
+        s.held = 100.0 * weight(t, [](const Sample& x) {
+            return x.gil == GilState::Held &&
+                   (x.kind == SampleKind::Cpu || (x.kind == SampleKind::OffCpu && x.wait == WaitReason::Runnable));
+        }) / all;
         s.waiting = 100.0 * weight(t, [&](const Sample& x) {
             return x.kind == SampleKind::OffCpu && x.gil == GilState::Waiting && x.wait == WaitReason::Gil &&
                    leaf_of(p, x).name == "[waiting for the GIL]";
