@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "export/raw.h"
+#include "pprof_reader.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -165,6 +167,74 @@ TEST_F(Report, GilLanesOfARealRunInChromium) {
     auto c = run({"node", source_dir() + "/tests/js/check_report.mjs", "--screenshot", dir + "/gil.png", out,
                   dir + "/expect.json"},
                  300);
+    EXPECT_EQ(c.status, 0) << c.out << c.err;
+    EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
+}
+
+// A real --mode wall run (real BPF: two threads contending for the GIL, one sleeping) saved as
+// .pbp and exported by `pybpfprof merge` to every format, each read by its real consumer:
+// go tool pprof's totals per sample type equal ours, the speedscope app loads the JSON (with a
+// [sleeping] frame) and the folded file (adding up to our nanoseconds), and the report works in
+// Chromium with a held and a waiting GIL lane per contending thread.
+TEST_F(Report, RealWallRunThroughEveryConsumer) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    PBP_REQUIRE(have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
+    const std::string script =
+        "import threading, time\n"
+        "def spin():\n"
+        "    end = time.time() + 2\n"
+        "    while time.time() < end: pass\n"
+        "def nap():\n"
+        "    end = time.time() + 2\n"
+        "    while time.time() < end: time.sleep(0.05)\n"
+        "ts = [threading.Thread(target=f) for f in (spin, spin, nap)]\n"
+        "for t in ts: t.start()\n"
+        "for t in ts: t.join()\n";
+    const std::string pbp = dir + "/wall.pbp";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "--mode", "wall", "-r", "199", "-o", pbp, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    cmd.push_back("-c");
+    cmd.push_back(script);
+    auto r = run(cmd, 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(read_raw(read_file(pbp), p, error)) << error;
+    const int64_t cpu = static_cast<int64_t>(p.total_weight_ns(SampleKind::Cpu));
+    const int64_t off = static_cast<int64_t>(p.total_weight_ns(SampleKind::OffCpu));
+    ASSERT_GT(cpu, 1'000'000'000) << "two spinners for 2 s";
+    ASSERT_GT(off, 1'500'000'000) << "a napper for 2 s, and GIL waits";
+    for (const char* out : {"wall.pb.gz", "wall.json", "wall.folded", "wall.html"}) {
+        auto m = run({pybpfprof_bin(), "merge", pbp, "-o", dir + "/" + out, "--no-summary"}, 120);
+        ASSERT_EQ(m.status, 0) << m.err;
+    }
+    auto g = go_pprof({"-raw"}, dir + "/wall.pb.gz");
+    ASSERT_EQ(g.status, 0) << g.err;
+    auto raw = parse_go_raw(g.out);
+    ASSERT_EQ(raw.sample_types,
+              (std::vector<std::string>{"samples/count", "wall/nanoseconds[dflt]", "cpu/nanoseconds", "off_cpu/nanoseconds"}));
+    EXPECT_EQ(raw.total(1), cpu + off);
+    EXPECT_EQ(raw.total(2), cpu);
+    EXPECT_EQ(raw.total(3), off);
+    const std::string js = source_dir() + "/tests/js";
+    auto j = run({"node", js + "/check_speedscope.mjs", "--expect-frame", "[sleeping]", dir + "/wall.json"}, 300);
+    EXPECT_EQ(j.status, 0) << j.out << j.err;
+    auto f = run({"node", js + "/check_speedscope.mjs", dir + "/wall.folded"}, 300);
+    EXPECT_EQ(f.status, 0) << f.out << f.err;
+    EXPECT_NE(f.out.find(std::to_string(cpu + off) + " samples"), std::string::npos) << f.out;
+    auto d = report_data(dir + "/wall.html");
+    ASSERT_FALSE(d.is_discarded());
+    ASSERT_EQ(d["procs"].size(), 1u);
+    size_t lanes = 0, waiting = 0;
+    for (const auto& t : d["procs"][0]["threads"]) {
+        if (!t["gil"].is_object()) continue;
+        lanes += 2;
+        waiting += t["gil"].value("waiting_ns", uint64_t(0)) > 100'000'000u;
+    }
+    EXPECT_GE(waiting, 2u) << "the spinners wait for the GIL: " << d["procs"][0].dump().substr(0, 2000);
+    std::ofstream(dir + "/expect.json") << nlohmann::json{{"functions", {"spin", "nap"}}, {"gil", {{"lanes", lanes}}}}.dump();
+    auto c = run({"node", js + "/check_report.mjs", dir + "/wall.html", dir + "/expect.json"}, 300);
     EXPECT_EQ(c.status, 0) << c.out << c.err;
     EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
 }

@@ -235,7 +235,8 @@ async function checkInApp(file, buf, loadName, expect, shown = []) {
     if (!/^(file|data|blob):/.test(u)) failures.push(`network request: ${u}`);
   });
   const url = `file://${path.join(releaseDir, 'index.html')}#localProfilePath=${jsPath}`;
-  const want = `${expect.expectedTitle} - speedscope`;
+  // document.title strips and collapses ASCII whitespace (a command line's newlines, in a name).
+  const want = `${expect.expectedTitle} - speedscope`.replace(/[\t\n\f\r ]+/g, ' ').trim();
   let title = '';
   try {
     await page.goto(url, { waitUntil: 'load' });
