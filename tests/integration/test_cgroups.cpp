@@ -23,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 // The test's own reading of mountinfo (not pybpfprof's): the cgroup2 mount with root "/".
 std::string cgroup2_mount() {

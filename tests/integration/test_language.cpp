@@ -22,7 +22,6 @@
 namespace pbp::test {
 namespace {
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 // The number of the first line of file that ends with marker (-1: none).
 int marker_line(const std::string& file, const std::string& marker) {
@@ -64,16 +63,8 @@ protected:
     int minor() const { return minor_of(GetParam()); }
     // co_qualname (3.11+) or co_name.
     std::string q(const std::string& qual, const std::string& name) const { return minor() >= 11 ? qual : name; }
-    // A workload as the interpreter sees it: chroot interpreters get a copy inside their root.
-    std::string target_path(const std::string& script) {
-        const Interpreter& in = GetParam();
-        if (in.root.empty()) return workload(script);
-        std::string rel = "/tmp/pbp-workloads/" + script;
-        std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
-        std::filesystem::copy_file(workload(script), in.root + rel,
-                                   std::filesystem::copy_options::overwrite_existing);
-        return rel;
-    }
+    // A workload as the interpreter sees it (a copy inside a chroot's root).
+    std::string target_path(const std::string& script) { return workload_for(GetParam(), script); }
     int line(const std::string& script, const std::string& marker) {
         int l = marker_line(workload(script), marker);
         EXPECT_GT(l, 0) << marker << " not in " << script;

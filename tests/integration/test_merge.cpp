@@ -28,7 +28,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 // The report's base64 varint sequences (as report.js decodes them).
 std::vector<uint64_t> varints(const std::string& b64) {

@@ -15,7 +15,6 @@
 namespace pbp::test {
 namespace {
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 int64_t unix_now_ns() {
     timespec ts{};

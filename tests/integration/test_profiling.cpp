@@ -20,7 +20,6 @@
 namespace pbp::test {
 namespace {
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 // The line of the first line of file that contains marker.
 int marker_line(const std::string& file, const std::string& marker) {
@@ -50,21 +49,10 @@ protected:
         PBP_REQUIRE(can_run_bpf(), "BPF integration tests need root");
         dir = temp_dir();
     }
-    // A workload as the interpreter sees it: chroot interpreters get a copy inside their root.
-    std::string target_path(const std::string& script) {
-        const Interpreter& in = GetParam();
-        if (in.root.empty()) return workload(script);
-        std::string rel = "/tmp/pbp-workloads/" + script;
-        std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
-        std::filesystem::copy_file(workload(script), in.root + rel,
-                                   std::filesystem::copy_options::overwrite_existing);
-        return rel;
-    }
+    // A workload as the interpreter sees it (a copy inside a chroot's root).
+    std::string target_path(const std::string& script) { return workload_for(GetParam(), script); }
     std::vector<std::string> py(const std::string& script, std::vector<std::string> args = {}) {
-        std::vector<std::string> a = GetParam().argv;
-        a.push_back(target_path(script));
-        a.insert(a.end(), args.begin(), args.end());
-        return a;
+        return python_running(GetParam(), script, args);
     }
     // Launches pybpfprof -- <python script args> and returns the parsed profile.
     RProfile profile_launch(const std::string& script, std::vector<std::string> args,

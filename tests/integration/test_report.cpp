@@ -18,7 +18,6 @@
 namespace pbp::test {
 namespace {
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 std::string between(const std::string& s, const std::string& a, const std::string& b) {
     size_t i = s.find(a);

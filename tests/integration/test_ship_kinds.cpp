@@ -21,7 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 class ShipKinds : public ::testing::Test {
 protected:

@@ -52,7 +52,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
 
 int marker_line(const std::string& script, const std::string& marker) {
     std::ifstream f(workload(script));
@@ -176,20 +175,10 @@ protected:
         PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
         dir = temp_dir();
     }
-    // A workload as the interpreter sees it: chroot interpreters get a copy inside their root.
-    std::string target_path(const std::string& script) {
-        const Interpreter& in = GetParam();
-        if (in.root.empty()) return workload(script);
-        std::string rel = "/tmp/pbp-workloads/" + script;
-        fs::create_directories(in.root + "/tmp/pbp-workloads");
-        fs::copy_file(workload(script), in.root + rel, fs::copy_options::overwrite_existing);
-        return rel;
-    }
+    // A workload as the interpreter sees it (a copy inside a chroot's root).
+    std::string target_path(const std::string& script) { return workload_for(GetParam(), script); }
     std::vector<std::string> py(const std::string& script, std::vector<std::string> args = {}) {
-        std::vector<std::string> a = GetParam().argv;
-        a.push_back(target_path(script));
-        a.insert(a.end(), args.begin(), args.end());
-        return a;
+        return python_running(GetParam(), script, args);
     }
     // pybpfprof -q -o DIR/N.pbp OPTIONS..., read back.
     Recorded record(const std::vector<std::string>& options) {

@@ -121,6 +121,29 @@ protected:
         }
         return e;
     }
+    // A Python process whose main thread, in function fn, sleeps `seconds` at a time forever;
+    // *tid gets that thread's id (0 if it did not start).
+    static pbp::test::Reporter sleep_loop(const std::string& fn, const std::string& seconds, uint32_t* tid) {
+        auto py = python("import time, threading\n"
+                         "print(threading.get_native_id(), flush=True)\n"
+                         "def " + fn + "():\n"
+                         "    while True: time.sleep(" + seconds + ")\n" +
+                         fn + "()\n");
+        auto lines = py.read_lines(1, 30);
+        *tid = lines.size() == 1 ? static_cast<uint32_t>(std::stoul(lines[0])) : 0;
+        return py;
+    }
+    // A wall session of pid, with min_block_ns.
+    static Session* subscribe_wall(Engine& e, pid_t pid, uint64_t min_block_ns, Events& ev) {
+        SessionConfig sc;
+        sc.targets.pids = {pid};
+        sc.mode = ProfileMode::Wall;
+        sc.min_block_ns = min_block_ns;
+        Status st;
+        Session* s = e.subscribe(sc, ev.sink(), st);
+        EXPECT_TRUE(s) << st.message;
+        return s;
+    }
 };
 
 // A thread that sleeps 50 ms at a time: its wall time is off-CPU samples under the Python
@@ -129,21 +152,12 @@ protected:
 TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
     auto engine = start();
     ASSERT_TRUE(engine);
-    auto py = python("import time, threading\n"
-                     "print(threading.get_native_id(), flush=True)\n"
-                     "def napping():\n"
-                     "    while True: time.sleep(0.05)\n"
-                     "napping()\n");
-    auto lines = py.read_lines(1, 30);
-    ASSERT_EQ(lines.size(), 1u) << py.err();
-    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
-    SessionConfig sc;
-    sc.targets.pids = {py.pid()};
-    sc.mode = ProfileMode::Wall;
+    uint32_t tid = 0;
+    auto py = sleep_loop("napping", "0.05", &tid);
+    ASSERT_NE(tid, 0u) << py.err();
     Events ev;
-    Status st;
-    Session* s = engine->subscribe(sc, ev.sink(), st);
-    ASSERT_TRUE(s) << st.message;
+    Session* s = subscribe_wall(*engine, py.pid(), 1'000'000, ev);
+    ASSERT_TRUE(s);
     poll_for(*engine, 2.0);
     Profile p = engine->stop(s);
     for (auto& d : ev.debug)
@@ -193,22 +207,12 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
 TEST_P(WallMechanismP, ShortSleepsAddUpInAggregates) {
     auto engine = start();
     ASSERT_TRUE(engine);
-    auto py = python("import time, threading\n"
-                     "print(threading.get_native_id(), flush=True)\n"
-                     "def nibbling():\n"
-                     "    while True: time.sleep(0.0001)\n"
-                     "nibbling()\n");
-    auto lines = py.read_lines(1, 30);
-    ASSERT_EQ(lines.size(), 1u) << py.err();
-    const pid_t tid = static_cast<pid_t>(std::stol(lines[0]));
-    SessionConfig sc;
-    sc.targets.pids = {py.pid()};
-    sc.mode = ProfileMode::Wall;
-    sc.min_block_ns = 1'000'000;
+    uint32_t tid = 0;
+    auto py = sleep_loop("nibbling", "0.0001", &tid);
+    ASSERT_NE(tid, 0u) << py.err();
     Events ev;
-    Status st;
-    Session* s = engine->subscribe(sc, ev.sink(), st);
-    ASSERT_TRUE(s) << st.message;
+    Session* s = subscribe_wall(*engine, py.pid(), 1'000'000, ev);
+    ASSERT_TRUE(s);
     const uint64_t cpu0 = on_cpu_ns(py.pid(), tid);
     poll_for(*engine, 2.0);
     const uint64_t cpu1 = on_cpu_ns(py.pid(), tid);

@@ -334,4 +334,22 @@ std::string free_threaded_exe(const std::string& minor) {
     return free_threaded_prefix(minor) + "/bin/python" + minor + "t";
 }
 
+std::string workload(const std::string& name) { return source_dir() + "/tests/workloads/" + name; }
+
+std::string workload_for(const Interpreter& in, const std::string& script) {
+    if (in.root.empty()) return workload(script);
+    const std::string rel = "/tmp/pbp-workloads/" + script;
+    std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
+    std::filesystem::copy_file(workload(script), in.root + rel, std::filesystem::copy_options::overwrite_existing);
+    return rel;
+}
+
+std::vector<std::string> python_running(const Interpreter& in, const std::string& script,
+                                        const std::vector<std::string>& args) {
+    std::vector<std::string> a = in.argv;
+    a.push_back(workload_for(in, script));
+    a.insert(a.end(), args.begin(), args.end());
+    return a;
+}
+
 }  // namespace pbp::test

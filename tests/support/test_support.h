@@ -125,6 +125,14 @@ struct Interpreter {
     std::string version;            // "3.12"
     std::string root;               // the chroot it runs in ("" = none): it sees only files below
 };
+// tests/workloads/NAME in the source tree.
+std::string workload(const std::string& name);
+// tests/workloads/SCRIPT as interpreter in sees it: chroot interpreters get a copy inside their
+// root (/tmp/pbp-workloads/SCRIPT there).
+std::string workload_for(const Interpreter& in, const std::string& script);
+// in's command line running tests/workloads/SCRIPT with args.
+std::vector<std::string> python_running(const Interpreter& in, const std::string& script,
+                                        const std::vector<std::string>& args = {});
 // gtest prints parameters with this (instead of a byte dump).
 inline void PrintTo(const Interpreter& i, std::ostream* os) { *os << i.name; }
 // gtest parameter name: the interpreter's name with every non-alphanumeric character as '_'.
