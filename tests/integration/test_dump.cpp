@@ -1,0 +1,269 @@
+// `pybpfprof dump` on real processes: five named threads asleep in five blocking calls, on every
+// interpreter of the matrix, as text and as JSON; and a CPU-bound process dumped in a loop that
+// finishes with the same result in about the same time (it is never stopped).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace pbp::test {
+namespace {
+
+// The line (1-based) of file holding marker.
+int line_of(const std::string& text, const std::string& marker) {
+    std::istringstream in(text);
+    std::string l;
+    for (int n = 1; std::getline(in, l); n++)
+        if (l.find(marker) != std::string::npos) return n;
+    return -1;
+}
+
+// "Condition.wait" (3.11+ qualified names) and "wait" (before) are both "wait".
+std::string last_part(const std::string& name) {
+    auto dot = name.rfind('.');
+    return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+struct TextFrame {
+    std::string function, file;
+    int line = 0;
+    std::string text;  // as printed
+};
+struct TextThread {
+    std::string header, state;
+    std::vector<TextFrame> frames;
+};
+
+// The text output's threads by host tid: "Thread TID [(N in its namespace)] "NAME" STATE[, ...]"
+// then one "    FUNCTION (FILE:LINE)" line per frame, innermost first.
+std::map<uint32_t, TextThread> parse_text(const std::string& out) {
+    std::map<uint32_t, TextThread> threads;
+    std::istringstream in(out);
+    std::string l;
+    TextThread* cur = nullptr;
+    while (std::getline(in, l)) {
+        if (l.rfind("Thread ", 0) == 0) {
+            uint32_t tid = static_cast<uint32_t>(std::strtoul(l.c_str() + 7, nullptr, 10));
+            cur = &threads[tid];
+            cur->header = l;
+            auto q = l.rfind('"');
+            std::string rest = q == std::string::npos ? "" : l.substr(q + 2);
+            cur->state = rest.substr(0, rest.find(','));
+        } else if (cur && l.rfind("    ", 0) == 0) {
+            TextFrame f;
+            f.text = l.substr(4);
+            auto open = f.text.rfind(" (");
+            auto colon = f.text.rfind(':');
+            if (open != std::string::npos && colon != std::string::npos && colon > open) {
+                f.function = f.text.substr(0, open);
+                f.file = f.text.substr(open + 2, colon - open - 2);
+                f.line = std::atoi(f.text.c_str() + colon + 1);
+            } else {
+                f.function = f.text;
+            }
+            cur->frames.push_back(f);
+        } else if (l.empty()) {
+            cur = nullptr;
+        }
+    }
+    return threads;
+}
+
+struct Expect {
+    std::string thread;    // its threading.Thread name
+    std::string innermost; // the innermost frame's function (last part of the name)
+    std::string in_file;   // ... in a file ending so
+    std::string ours;      // the workload's function, with the BLOCK line
+};
+const std::vector<Expect> kExpect = {
+    {"sleeper", "in_sleep", "dump_blocked.py", "in_sleep"},
+    {"waiter", "wait", "threading.py", "in_event_wait"},
+    {"selector", "in_select", "dump_blocked.py", "in_select"},
+    {"acceptor", "accept", "socket.py", "in_accept"},
+    {"getter", "wait", "threading.py", "in_queue_get"},
+};
+
+// What is wrong with thread t (tid, named name) of a dump, "" when nothing.
+std::string check_thread(const TextThread& t, const Expect& e, int block_line) {
+    if (t.state != "sleeping") return "state '" + t.state + "', not sleeping";
+    if (t.frames.empty()) return "no frames";
+    const TextFrame& in = t.frames.front();
+    if (last_part(in.function) != e.innermost || !ends_with(in.file, e.in_file))
+        return "innermost frame " + in.text + ", not " + e.innermost + " in " + e.in_file;
+    for (const TextFrame& f : t.frames)
+        if (last_part(f.function) == e.ours)
+            return f.line == block_line ? "" : "frame " + f.text + ": not at line " + std::to_string(block_line);
+    return "no frame of " + e.ours;
+}
+
+class Dump : public ::testing::TestWithParam<Interpreter> {
+protected:
+    void SetUp() override { PBP_REQUIRE(geteuid() == 0, "reading another process's memory needs root"); }
+};
+
+TEST_P(Dump, FiveNamedThreadsAsleepInFiveCallsAsTextAndJson) {
+    const Interpreter& in = GetParam();
+    const std::string script = read_file(workload("dump_blocked.py"));
+    Reporter py(python_running(in, "dump_blocked.py"));
+    auto lines = py.read_lines(6, 60);
+    ASSERT_EQ(lines.size(), 6u) << py.out() << py.err();
+    ASSERT_EQ(lines.back(), "ready") << py.out();
+    std::map<std::string, uint32_t> tid_of;
+    for (size_t i = 0; i + 1 < lines.size(); i++) {
+        std::istringstream l(lines[i]);
+        std::string name;
+        uint32_t tid = 0;
+        l >> name >> tid;
+        tid_of[name] = tid;
+    }
+    ASSERT_EQ(tid_of.size(), 5u) << py.out();
+    for (auto& [name, tid] : tid_of) ASSERT_GT(tid, 0u) << name << ": no tid (" << py.out() << ")";
+
+    // "ready" comes just before each thread enters its call: dump until all five are in it.
+    const std::string pid = std::to_string(py.pid());
+    CmdResult text;
+    std::map<uint32_t, TextThread> threads;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);;) {
+        text = run({pybpfprof_bin(), "dump", "--pid", pid});
+        ASSERT_EQ(text.status, 0) << text.err;
+        threads = parse_text(text.out);
+        wrong.clear();
+        for (const Expect& e : kExpect) {
+            auto it = threads.find(tid_of[e.thread]);
+            std::string why = it == threads.end() ? "not listed"
+                                                  : check_thread(it->second, e, line_of(script, "# BLOCK " + e.ours));
+            if (!why.empty()) wrong += e.thread + ": " + why + "; ";
+        }
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        usleep(100000);
+    }
+    EXPECT_EQ(wrong, "") << text.out;
+    EXPECT_EQ(text.out.rfind("Process " + pid + ": ", 0), 0u) << text.out;
+    EXPECT_NE(text.out.find("\nPython " + in.version), std::string::npos) << text.out;
+
+    // --json: the same threads, states and frames.
+    CmdResult js = run({pybpfprof_bin(), "dump", "--pid", pid, "--json"});
+    ASSERT_EQ(js.status, 0) << js.err;
+    nlohmann::json doc = nlohmann::json::parse(js.out);
+    ASSERT_EQ(doc["processes"].size(), 1u);
+    const auto& p = doc["processes"][0];
+    EXPECT_EQ(p["pid"], py.pid());
+    EXPECT_EQ(p["python_version"].get<std::string>().rfind(in.version, 0), 0u) << p["python_version"];
+    EXPECT_NE(p["command"].get<std::string>().find("dump_blocked.py"), std::string::npos);
+    std::map<uint32_t, nlohmann::json> by_tid;
+    for (const auto& t : p["threads"]) by_tid[t["tid"].get<uint32_t>()] = t;
+    EXPECT_EQ(by_tid.size(), threads.size()) << js.out;
+    for (const Expect& e : kExpect) {
+        SCOPED_TRACE(e.thread);
+        const uint32_t tid = tid_of[e.thread];
+        ASSERT_TRUE(by_tid.count(tid)) << js.out;
+        const auto& t = by_tid[tid];
+        EXPECT_EQ(t["state"], "sleeping");
+        EXPECT_TRUE(t["python"].get<bool>());
+        EXPECT_FALSE(t["stack_changed_while_read"].get<bool>());
+        // Asleep in a call that released the GIL: none of them holds it (unknown: free-threaded).
+        if (p["gil_unknown"].is_null()) EXPECT_EQ(t["gil"], false);
+        else EXPECT_TRUE(t["gil"].is_null());
+        std::vector<std::string> from_json, from_text;
+        for (const auto& f : t["frames"])
+            from_json.push_back(f.value("synthetic", false)
+                                    ? f["function"].get<std::string>()
+                                    : f["function"].get<std::string>() + " (" + f["file"].get<std::string>() + ":" +
+                                          std::to_string(f["line"].get<int>()) + ")");
+        for (const auto& f : threads[tid].frames) from_text.push_back(f.text);
+        EXPECT_EQ(from_json, from_text);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, Dump, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
+
+TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    Child sleeper({"sleep", "60"}, temp_dir());
+    usleep(100000);
+    CmdResult not_py = run({pybpfprof_bin(), "dump", "--pid", std::to_string(sleeper.pid())});
+    EXPECT_EQ(not_py.status, 2);
+    EXPECT_NE(not_py.err.find("is not a CPython process"), std::string::npos) << not_py.err;
+    CmdResult missing = run({pybpfprof_bin(), "dump", "--pid", "4194304"});
+    EXPECT_EQ(missing.status, 2);
+    EXPECT_EQ(missing.err, "pybpfprof dump: no process with PID 4194304; check it with: ps -p 4194304\n");
+    CmdResult none = run({pybpfprof_bin(), "dump"});
+    EXPECT_EQ(none.status, 2);
+    EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+    // Not root: reading other processes' memory needs it.
+    CmdResult user = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pybpfprof_bin(), "dump",
+                          "--pid", std::to_string(sleeper.pid())});
+    EXPECT_EQ(user.status, 1) << user.err;
+    EXPECT_NE(user.err.find("needs root"), std::string::npos) << user.err;
+    EXPECT_EQ(std::count(user.err.begin(), user.err.end(), '\n'), 1) << user.err;
+}
+
+// The target is unharmed: a fixed computation dumped again and again gives the same result, in
+// about the time it takes undisturbed; its slowest chunk shows no pause either.
+TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    const Interpreter in = host_python();
+    const std::vector<std::string> args = {"6000", "10000"};
+    struct Run {
+        std::string result;
+        double elapsed_s = 0, max_chunk_ms = 0;
+        int dumps = 0, failed = 0;
+    };
+    auto measure = [&](bool dump) {
+        Run r;
+        Reporter py(python_running(in, "dump_cpu.py", args));
+        EXPECT_TRUE(py.read_until("ready", 60)) << py.err();
+        const std::string pid = std::to_string(py.pid());
+        while (dump && r.dumps < 1000 && py.running()) {
+            CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid});
+            if (d.status == 0) {
+                r.dumps++;
+                EXPECT_NE(d.out.find(" work (" ), std::string::npos) << d.out;
+            } else if (py.running()) {
+                r.failed++;
+                ADD_FAILURE() << d.err;
+            }
+        }
+        auto lines = py.read_lines(1, 120);
+        EXPECT_EQ(lines.size(), 1u) << py.err();
+        if (lines.empty()) return r;
+        std::istringstream l(lines[0]);
+        std::string w;
+        l >> w >> r.result >> w >> r.elapsed_s >> w >> r.max_chunk_ms;
+        EXPECT_EQ(py.wait(10), 0);
+        return r;
+    };
+    Run base = measure(false);
+    Run dumped = measure(true);
+    Run base2 = measure(false);  // before and after: the machine's load changes meanwhile
+    std::cout << "undisturbed: " << base.elapsed_s << " s and " << base2.elapsed_s << " s (slowest chunk "
+              << base.max_chunk_ms << ", " << base2.max_chunk_ms << " ms); dumped " << dumped.dumps << " times: "
+              << dumped.elapsed_s << " s (slowest chunk " << dumped.max_chunk_ms << " ms)\n";
+    EXPECT_FALSE(base.result.empty());
+    EXPECT_EQ(dumped.result, base.result);
+    EXPECT_EQ(base2.result, base.result);
+    EXPECT_EQ(dumped.failed, 0);
+    EXPECT_GE(dumped.dumps, 300) << "too few dumps to say anything";
+    // Each dump is a process of its own on a 2-CPU machine: it takes CPU time next to the
+    // target, so the bound is loose (a ptrace stop per dump, py-spy's default, would add a
+    // pause per dump).
+    const double slowest_base = std::max(base.elapsed_s, base2.elapsed_s);
+    EXPECT_LE(dumped.elapsed_s, 1.5 * slowest_base + 0.5);
+}
+
+}  // namespace
+}  // namespace pbp::test
