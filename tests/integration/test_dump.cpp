@@ -227,6 +227,7 @@ TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime
         std::string result;
         double elapsed_s = 0, max_chunk_ms = 0;
         int dumps = 0, failed = 0;
+        int running_with_gil = 0;  // dumps showing the computing thread running and holding the GIL
     };
     // dump_self: the loop dumps the computing process; else the other one.
     auto measure = [&](bool dump_self) {
@@ -239,6 +240,7 @@ TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime
             if (d.status == 0) {
                 r.dumps++;
                 if (dump_self) EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
+                if (d.out.find("\" running, holds the GIL\n") != std::string::npos) r.running_with_gil++;
             } else if (!dump_self || py.running()) {
                 r.failed++;
                 ADD_FAILURE() << d.err;
@@ -259,12 +261,15 @@ TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime
     std::cout << "dumping another process: " << base.elapsed_s << " s and " << base2.elapsed_s
               << " s (slowest chunk " << base.max_chunk_ms << ", " << base2.max_chunk_ms << " ms); dumped "
               << dumped.dumps << " times: " << dumped.elapsed_s << " s (slowest chunk " << dumped.max_chunk_ms
-              << " ms)\n";
+              << " ms); " << dumped.running_with_gil << " dumps show it running with the GIL\n";
     EXPECT_FALSE(base.result.empty());
     EXPECT_EQ(dumped.result, base.result);
     EXPECT_EQ(base2.result, base.result);
     EXPECT_EQ(dumped.failed, 0);
     EXPECT_GE(dumped.dumps, 300) << "too few dumps to say anything";
+    // The thread that computes holds the GIL (3.11's is known): most dumps catch it running so.
+    EXPECT_GT(dumped.running_with_gil, dumped.dumps / 4) << "of " << dumped.dumps;
+    EXPECT_EQ(base.running_with_gil, 0);  // the other process only sleeps
     // A dump that stopped the target for 1 ms (a ptrace attach and detach costs about that)
     // would add 1 s over 1000 dumps, beyond this bound.
     const double slowest_base = std::max(base.elapsed_s, base2.elapsed_s);
