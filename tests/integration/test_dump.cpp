@@ -43,6 +43,7 @@ struct TextFrame {
     std::string text;  // as printed
 };
 struct TextThread {
+    uint32_t ns_tid = 0;  // "(N in its namespace)", 0 when not printed
     std::string header, state;
     std::vector<TextFrame> frames;
 };
@@ -59,6 +60,8 @@ std::map<uint32_t, TextThread> parse_text(const std::string& out) {
             uint32_t tid = static_cast<uint32_t>(std::strtoul(l.c_str() + 7, nullptr, 10));
             cur = &threads[tid];
             cur->header = l;
+            if (auto ns = l.find(" ("); ns != std::string::npos && l.find(" in its namespace)") != std::string::npos)
+                cur->ns_tid = static_cast<uint32_t>(std::strtoul(l.c_str() + ns + 2, nullptr, 10));
             auto q = l.rfind('"');
             std::string rest = q == std::string::npos ? "" : l.substr(q + 2);
             cur->state = rest.substr(0, rest.find(','));
@@ -190,6 +193,53 @@ TEST_P(Dump, FiveNamedThreadsAsleepInFiveCallsAsTextAndJson) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, Dump, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
+
+// In its own PID namespace (unshare --pid): threads are told by their tid there too.
+TEST(DumpNamespace, ThreadsOfAProcessInAPidNamespaceShowTheirTidThere) {
+    PBP_REQUIRE(geteuid() == 0, "dump and unshare --pid need root");
+    const Interpreter in = host_python();
+    const std::string script = read_file(workload("dump_blocked.py"));
+    std::vector<std::string> argv = {"unshare", "--pid", "--fork", "--mount-proc"};
+    for (auto& a : python_running(in, "dump_blocked.py")) argv.push_back(a);
+    Reporter u(argv);
+    auto lines = u.read_lines(6, 60);
+    ASSERT_EQ(lines.size(), 6u) << u.out() << u.err();
+    std::map<std::string, uint32_t> ns_tid_of;  // as the workload sees its tids: in its namespace
+    for (size_t i = 0; i + 1 < lines.size(); i++) {
+        std::istringstream l(lines[i]);
+        std::string name;
+        uint32_t tid = 0;
+        l >> name >> tid;
+        ns_tid_of[name] = tid;
+    }
+    // The Python process is unshare's child, PID 1 in the new namespace.
+    std::string children = read_file("/proc/" + std::to_string(u.pid()) + "/task/" + std::to_string(u.pid()) + "/children");
+    const pid_t py = static_cast<pid_t>(std::atoi(children.c_str()));
+    ASSERT_GT(py, 0) << "no child of unshare";
+    CmdResult text;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);;) {
+        text = run({pybpfprof_bin(), "dump", "--pid", std::to_string(py)});
+        ASSERT_EQ(text.status, 0) << text.err;
+        std::map<uint32_t, const TextThread*> by_ns;
+        auto threads = parse_text(text.out);
+        for (auto& [tid, t] : threads) {
+            EXPECT_NE(t.ns_tid, tid) << t.header;
+            by_ns[t.ns_tid] = &t;
+        }
+        wrong.clear();
+        for (const Expect& e : kExpect) {
+            auto it = by_ns.find(ns_tid_of[e.thread]);
+            std::string why = it == by_ns.end() ? "not listed"
+                                                : check_thread(*it->second, e, line_of(script, "# BLOCK " + e.ours));
+            if (!why.empty()) wrong += e.thread + ": " + why + "; ";
+        }
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        usleep(100000);
+    }
+    EXPECT_EQ(wrong, "") << text.out;
+    EXPECT_EQ(text.out.rfind("Process " + std::to_string(py) + " (PID 1 in its namespace): ", 0), 0u) << text.out;
+}
 
 TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
     PBP_REQUIRE(geteuid() == 0, "dump needs root");
