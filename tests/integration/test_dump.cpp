@@ -199,7 +199,9 @@ TEST(DumpNamespace, ThreadsOfAProcessInAPidNamespaceShowTheirTidThere) {
     PBP_REQUIRE(geteuid() == 0, "dump and unshare --pid need root");
     const Interpreter in = host_python();
     const std::string script = read_file(workload("dump_blocked.py"));
-    std::vector<std::string> argv = {"unshare", "--pid", "--fork", "--mount-proc"};
+    // --kill-child: the Python process, init of the new namespace, dies with unshare (which the
+    // Reporter kills), else it would outlive the test.
+    std::vector<std::string> argv = {"unshare", "--pid", "--fork", "--kill-child", "--mount-proc"};
     for (auto& a : python_running(in, "dump_blocked.py")) argv.push_back(a);
     Reporter u(argv);
     auto lines = u.read_lines(6, 60);
