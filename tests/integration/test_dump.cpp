@@ -1,11 +1,15 @@
 // `pybpfprof dump` on real processes: five named threads asleep in five blocking calls, on every
 // interpreter of the matrix, as text and as JSON; and a CPU-bound process dumped in a loop that
 // finishes with the same result in about the same time (it is never stopped).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -241,6 +245,46 @@ TEST(DumpNamespace, ThreadsOfAProcessInAPidNamespaceShowTheirTidThere) {
     }
     EXPECT_EQ(wrong, "") << text.out;
     EXPECT_EQ(text.out.rfind("Process " + std::to_string(py) + " (PID 1 in its namespace): ", 0), 0u) << text.out;
+}
+
+// --cgroup: the Python processes in it, not one outside; --all-python: both.
+TEST(DumpCgroup, CgroupGivesItsPythonProcessesAndAllPythonGivesEveryOne) {
+    PBP_REQUIRE(geteuid() == 0, "dump and cgroups need root");
+    const std::string mount = cgroup2_mount();
+    ASSERT_FALSE(mount.empty()) << "no cgroup2 mount with root / in /proc/self/mountinfo";
+    const std::string rel = "/pbp-dump-test-" + std::to_string(getpid());
+    const std::string cg = mount + rel;
+    ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg << ": " << strerror(errno);
+    struct Cleanup {
+        std::string dir;
+        ~Cleanup() { rmdir(dir.c_str()); }
+    } cleanup{cg};
+    const Interpreter in = host_python();
+    std::vector<std::string> argv = {"sh", "-c", "echo $$ > '" + cg + "/cgroup.procs' && exec \"$@\"", "sh"};
+    for (auto& a : python_running(in, "dump_blocked.py")) argv.push_back(a);
+    {
+        Reporter inside(argv);
+        Reporter outside(python_running(in, "dump_blocked.py"));
+        ASSERT_EQ(inside.read_lines(6, 60).size(), 6u) << inside.err();
+        ASSERT_EQ(outside.read_lines(6, 60).size(), 6u) << outside.err();
+        auto pids = [](const CmdResult& r) {
+            std::set<int> v;
+            const nlohmann::json doc = nlohmann::json::parse(r.out);
+            for (const auto& p : doc["processes"]) v.insert(p["pid"].get<int>());
+            return v;
+        };
+        CmdResult by_cg = run({pybpfprof_bin(), "dump", "--cgroup", rel, "--json"});
+        ASSERT_EQ(by_cg.status, 0) << by_cg.err;
+        EXPECT_EQ(pids(by_cg), std::set<int>{inside.pid()}) << by_cg.out;
+        CmdResult all = run({pybpfprof_bin(), "dump", "--all-python", "--json"});
+        ASSERT_EQ(all.status, 0) << all.err;
+        EXPECT_TRUE(pids(all).count(inside.pid()));
+        EXPECT_TRUE(pids(all).count(outside.pid()));
+    }  // both killed and reaped: the cgroup can go
+    CmdResult empty = run({pybpfprof_bin(), "dump", "--cgroup", rel});
+    EXPECT_EQ(empty.status, 2);
+    EXPECT_EQ(empty.err, "pybpfprof dump: no CPython process in the given cgroup; check the cgroup, or dump them all "
+                         "with --all-python\n");
 }
 
 TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {

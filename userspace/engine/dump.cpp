@@ -60,6 +60,15 @@ void pick(std::map<uint32_t, Picked>& by_tid, std::vector<Picked>& no_tid, const
     }
 }
 
+// A cgroup resolution's fix for a dump, which looks once: without the advice to wait for the
+// cgroup with -d (a recording's).
+std::string fix_now(const std::string& fix) {
+    const std::string wait = "pass -d SECONDS to wait for";
+    if (fix.rfind(wait, 0) == 0) return "check that it exists, or dump every Python process with --all-python";
+    auto at = fix.find(", or " + wait);
+    return at == std::string::npos ? fix : fix.substr(0, at);
+}
+
 Status dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::string& gone) {
     out.pid = t.pid;
     out.command = procfs::cmdline(t.pid);
@@ -172,7 +181,7 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
         kube::Node node(req.node_root);
         for (const auto& spec : req.cgroups) {
             auto r = resolve_cgroup(spec, mount, node);
-            if (r.status != CgroupResolve::Found) return Status::bad_input(r.message());
+            if (r.status != CgroupResolve::Found) return Status::bad_input(r.cause + "; " + fix_now(r.fix));
             for (pid_t pid : cgroups::procs_under(r.target.abs_path)) scan.push_back(pid);
         }
     } else if (req.all_python) {
