@@ -198,6 +198,44 @@ TEST_P(Dump, FiveNamedThreadsAsleepInFiveCallsAsTextAndJson) {
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, Dump, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
 
+// A thread whose stack never stops changing, dumped again and again while it runs: every dump
+// works, and each of its stacks is either whole (every frame one of the workload's functions,
+// named, with a line) or marked as changed while read.
+TEST(DumpRunning, StacksReadWhileChangingAreWholeOrMarked) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    const Interpreter in = host_python();
+    Reporter py(python_running(in, "dump_churn.py"));
+    ASSERT_TRUE(py.read_until("ready", 60)) << py.err();
+    // "<module>": the code exec() runs to define gen_N.
+    const std::set<std::string> known = {"a", "b", "churn", "run", "_bootstrap_inner", "_bootstrap", "<module>"};
+    int dumps = 0, whole = 0, marked = 0;
+    for (int i = 0; i < 300; i++) {
+        CmdResult r = run({pybpfprof_bin(), "dump", "--pid", std::to_string(py.pid()), "--json"});
+        ASSERT_EQ(r.status, 0) << r.err;
+        dumps++;
+        const nlohmann::json doc = nlohmann::json::parse(r.out);
+        for (const auto& t : doc["processes"][0]["threads"]) {
+            if (t["tid"] == py.pid()) continue;  // the main thread, in join()
+            if (t["stack_changed_while_read"].get<bool>()) {
+                marked++;
+                continue;
+            }
+            whole++;
+            ASSERT_FALSE(t["frames"].empty()) << t.dump();
+            for (const auto& f : t["frames"]) {
+                const std::string name = last_part(f["function"].get<std::string>());
+                EXPECT_FALSE(f.value("synthetic", false)) << t.dump();
+                EXPECT_TRUE(known.count(name) || name.rfind("gen_", 0) == 0) << name << " in " << t.dump();
+                // A module's first instruction (3.11+: RESUME) has no line.
+                if (name != "<module>") EXPECT_GT(f.value("line", 0), 0) << t.dump();
+            }
+        }
+    }
+    std::cout << dumps << " dumps of a thread that runs: " << whole << " stacks whole, " << marked
+              << " marked as changed while read\n";
+    EXPECT_GT(whole, 0);
+}
+
 // In its own PID namespace (unshare --pid): threads are told by their tid there too.
 TEST(DumpNamespace, ThreadsOfAProcessInAPidNamespaceShowTheirTidThere) {
     PBP_REQUIRE(geteuid() == 0, "dump and unshare --pid need root");

@@ -113,6 +113,8 @@ Status dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std:
         if (s.reason != PBP_OK) d.problem = reason_label(s.reason);
         if (s.frames.empty()) return;  // the problem says why; no "[reason]" frame
         const uint32_t stack = store.stack_for_frames(t.pid, s.frames, s.flags, s.reason);
+        // A code object freed or renamed between the walk and its naming: read while changing too.
+        if (store.transient(stack)) d.changed = true;
         const auto& ids = store.stacks().at(stack);
         for (auto it = ids.rbegin(); it != ids.rend(); ++it) d.frames.push_back(store.frames().at(*it));
     };
