@@ -69,7 +69,8 @@ std::string fix_now(const std::string& fix) {
     return at == std::string::npos ? fix : fix.substr(0, at);
 }
 
-Status dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::string& gone) {
+// One process's threads into out; false (gone says why) when its thread list cannot be read.
+bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::string& gone) {
     out.pid = t.pid;
     out.command = procfs::cmdline(t.pid);
     out.version = t.layout.version.str() + (t.layout.free_threaded ? "t" : "");
@@ -82,7 +83,7 @@ Status dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std:
     std::string err;
     if (!cpython::read_thread_stacks(t.pid, proc, read, err)) {
         gone = err;
-        return {};
+        return false;
     }
     // The GIL right after the stacks: which thread state holds it.
     ProcessMemory mem(t.pid);
@@ -136,7 +137,7 @@ Status dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std:
         fill(p, d);
         out.threads.push_back(std::move(d));
     }
-    return {};
+    return true;
 }
 
 }  // namespace
@@ -203,8 +204,7 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
     for (const PythonTarget& t : targets) {
         DumpProcess p;
         std::string gone;
-        if (Status st = dump_process(t, req.max_depth, p, gone); !st.ok()) return st;
-        if (!gone.empty()) {
+        if (!dump_process(t, req.max_depth, p, gone)) {
             out.warnings.push_back("PID " + std::to_string(t.pid) + ": not dumped: " + gone);
             continue;
         }
