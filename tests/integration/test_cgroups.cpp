@@ -24,21 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 
 
-// The test's own reading of mountinfo (not pybpfprof's): the cgroup2 mount with root "/".
-std::string cgroup2_mount() {
-    std::ifstream f("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(f, line)) {
-        auto dash = line.find(" - cgroup2 ");
-        if (dash == std::string::npos) continue;
-        std::istringstream in(line.substr(0, dash));
-        std::string a, b, c, root, mnt;
-        in >> a >> b >> c >> root >> mnt;
-        if (root == "/") return mnt;
-    }
-    return "";
-}
-
 const std::string kUid = "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f";
 const std::string kUidUnderscored = "7c1d2e3f_4a5b_4c6d_8e9f_0a1b2c3d4e5f";
 std::string container_id(char c) { return std::string(8, 'f') + std::string(56, c); }

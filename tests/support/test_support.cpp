@@ -263,6 +263,21 @@ struct TempRoot {
 };
 }  // namespace
 
+// The test's own reading of mountinfo (not pybpfprof's): the cgroup2 mount with root "/".
+std::string cgroup2_mount() {
+    std::ifstream f("/proc/self/mountinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        auto dash = line.find(" - cgroup2 ");
+        if (dash == std::string::npos) continue;
+        std::istringstream in(line.substr(0, dash));
+        std::string a, b, c, root, mnt;
+        in >> a >> b >> c >> root >> mnt;
+        if (root == "/") return mnt;
+    }
+    return "";
+}
+
 std::string temp_dir() {
     static TempRoot root;
     static int n = 0;

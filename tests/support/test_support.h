@@ -114,6 +114,8 @@ std::string pyspy_bin();  // pybpfprof-py-spy
 std::string tool_path(const std::string& name);  // tests/tools/NAME in the source tree
 std::string read_file(const std::string& path);
 std::string temp_dir();  // a fresh directory, removed at exit
+// The test's own reading of mountinfo (not pybpfprof's): the cgroup2 mount with root "/"; "" if none.
+std::string cgroup2_mount();
 
 // "48690a" -> "Hi\n" (pairs of hex digits; a trailing odd digit is ignored).
 std::string unhex(std::string_view hex);

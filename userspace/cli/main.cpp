@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cli/agent_command.h"
+#include "cli/dump_command.h"
 #include "cli/merge_command.h"
 #include "cli/options.h"
 #include "cli/run.h"
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
     // never a reason to die before the samples are written.
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "agent") == 0) return pbp::agent_command(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "dump") == 0) return pbp::dump_command(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "merge") == 0) return pbp::merge_command(argc - 1, argv + 1);
     pbp::Options opts;
     int code = 0;

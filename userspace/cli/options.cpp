@@ -61,6 +61,18 @@ bool parse_duration_with_unit(const std::string& s, uint64_t& ns) {
     return false;
 }
 
+bool parse_pids(const std::vector<std::string>& given, std::vector<pid_t>& out, std::string& error) {
+    for (const std::string& p : given) {
+        long long v = 0;
+        if (!parse_whole(p, 1, 4194304, v)) {
+            error = number_error("--pid", p, "must be a process ID, a positive whole number");
+            return false;
+        }
+        out.push_back(static_cast<pid_t>(v));
+    }
+    return true;
+}
+
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
     return s;
@@ -77,7 +89,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     if (args.size() > 1) {
         std::string first = args[1];
         if (first == "record") args.erase(args.begin() + 1);
-        else if (first == "top" || first == "dump")
+        else if (first == "top" || first == "dump")  // dump: main() routes it to dump_command first
             return fail("'pybpfprof " + first + "' is not available yet; to profile a program named " + first +
                         ", run: pybpfprof -- " + first);
     }
@@ -148,11 +160,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         return fail(std::string(e.what()) + "; see pybpfprof --help");
     }
 
-    for (const std::string& p : pids) {
-        long long v = 0;
-        if (!parse_whole(p, 1, 4194304, v)) return fail(number_error("--pid", p, "must be a process ID, a positive whole number"));
-        o.pids.push_back(static_cast<pid_t>(v));
-    }
+    if (std::string error; !parse_pids(pids, o.pids, error)) return fail(error);
     if (!rate.empty() && (!parse_double(rate, o.rate_hz) || o.rate_hz < 1 || o.rate_hz > 10000))
         return fail(number_error("-r/--rate", rate, "must be a number of samples per second from 1 to 10000"));
     if (!duration.empty() && (!parse_double(duration, o.duration_s) || o.duration_s <= 0))

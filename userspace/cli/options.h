@@ -45,6 +45,8 @@ bool parse_options(int argc, char** argv, Options& opts, int& exit_code);
 bool parse_double(const std::string& s, double& out);
 // A whole number of digits only, from lo to hi.
 bool parse_whole(const std::string& s, long long lo, long long hi, long long& out);
+// --pid values (pybpfprof's and pybpfprof dump's): process IDs, or false + a one-line error.
+bool parse_pids(const std::vector<std::string>& given, std::vector<pid_t>& out, std::string& error);
 std::string lower(std::string s);
 // A duration with its unit, as --min-block takes it: a number and one of us (or µs), ms, s
 // ("500us", "1ms", "0.5ms", "0.002s"), rounded to whole microseconds; false when the text is

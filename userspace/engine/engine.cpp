@@ -13,6 +13,7 @@
 #include "engine/aggregator.h"
 #include "engine/bpf_sampler.h"
 #include "engine/decimate.h"
+#include "engine/find_targets.h"
 #include "engine/process_registry.h"
 #include "engine/snapshot.h"
 #include "engine/stack_store.h"
@@ -33,41 +34,6 @@ namespace {
 // Discovery retry schedule after an exec/fork, in ms since the event: dense at first
 // (shared-libpython builds map libpython within a few ms), then sparse.
 constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 1000, 2000};
-
-// A --pid target, discovered now (a process still in its dynamic loader gets 200 ms).
-Status discover_pid(Discoverer& d, pid_t pid, std::optional<PythonTarget>& out) {
-    const std::string p = std::to_string(pid);
-    if (pid == getpid()) return Status::bad_input("PID " + p + " is pybpfprof itself; pass the PID of a Python process");
-    DiscoveryResult r;
-    for (int i = 0; i < 20; i++) {
-        r = d.discover(pid);
-        if (r.status != Discovery::NotYet) break;
-        usleep(10000);
-    }
-    if (r.status == Discovery::Gone) return Status::bad_input("no process with PID " + p + "; check it with: ps -p " + p);
-    if (r.status == Discovery::Unsupported)
-        return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") cannot be profiled: " + r.reason);
-    if (r.status != Discovery::Python)
-        return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") is not a CPython process we can profile: " +
-                                 r.reason + "; pass the PID of a python process");
-    out = r.target;
-    return {};
-}
-
-// The cgroup2 mount, entered from a private cgroup namespace if need be (an agent container
-// with hostPID may be in one of its own).
-Status cgroup_mount(const EngineConfig& cfg, std::string& mount) {
-    struct stat st{};
-    if (stat(cfg.node_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        return Status::bad_input("--node-root " + cfg.node_root +
-                                 " is not a directory; give the path where the node's / is mounted");
-    cgroups::enter_init_cgroup_namespace();
-    std::string error;
-    auto m = cgroups::hierarchy_mount(error);
-    if (!m) return Status::cannot_profile(error);
-    mount = *m;
-    return {};
-}
 
 // A session's rate: its own, or the engine's.
 double session_rate(const SessionConfig& s, const EngineConfig& e) { return s.rate_hz > 0 ? s.rate_hz : e.rate_hz; }
@@ -224,7 +190,7 @@ Status Engine::validate(const EngineConfig& cfg, const SessionConfig& s) {
     if (Status st = check_rate(s); !st.ok()) return st;
     if (!s.targets.cgroups.empty()) {
         std::string mount;
-        if (Status st = cgroup_mount(cfg, mount); !st.ok()) return st;
+        if (Status st = cgroup_mount(cfg.node_root, mount); !st.ok()) return st;
         kube::Node node(cfg.node_root);
         for (const auto& spec : s.targets.cgroups) {
             auto r = resolve_cgroup(spec, mount, node);
@@ -332,7 +298,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
 
     if (!t.cgroups.empty()) {
         if (cgroup_mount_.empty()) {
-            status = cgroup_mount(cfg_, cgroup_mount_);
+            status = cgroup_mount(cfg_.node_root, cgroup_mount_);
             if (!status.ok()) return nullptr;
         }
         for (const auto& spec : t.cgroups) {

@@ -1,0 +1,414 @@
+// `pybpfprof dump` on real processes: five named threads asleep in five blocking calls, on every
+// interpreter of the matrix, as text and as JSON; and a CPU-bound process dumped in a loop that
+// finishes with the same result in about the same time (it is never stopped).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace pbp::test {
+namespace {
+
+// The line (1-based) of file holding marker.
+int line_of(const std::string& text, const std::string& marker) {
+    std::istringstream in(text);
+    std::string l;
+    for (int n = 1; std::getline(in, l); n++)
+        if (l.find(marker) != std::string::npos) return n;
+    return -1;
+}
+
+// "Condition.wait" (3.11+ qualified names) and "wait" (before) are both "wait".
+std::string last_part(const std::string& name) {
+    auto dot = name.rfind('.');
+    return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+struct TextFrame {
+    std::string function, file;
+    int line = 0;
+    std::string text;  // as printed
+};
+struct TextThread {
+    uint32_t ns_tid = 0;  // "(N in its namespace)", 0 when not printed
+    std::string header, state;
+    std::vector<TextFrame> frames;
+};
+
+// The text output's threads by host tid: "Thread TID [(N in its namespace)] "NAME" STATE[, ...]"
+// then one "    FUNCTION (FILE:LINE)" line per frame, innermost first.
+std::map<uint32_t, TextThread> parse_text(const std::string& out) {
+    std::map<uint32_t, TextThread> threads;
+    std::istringstream in(out);
+    std::string l;
+    TextThread* cur = nullptr;
+    while (std::getline(in, l)) {
+        if (l.rfind("Thread ", 0) == 0) {
+            uint32_t tid = static_cast<uint32_t>(std::strtoul(l.c_str() + 7, nullptr, 10));
+            cur = &threads[tid];
+            cur->header = l;
+            if (auto ns = l.find(" ("); ns != std::string::npos && l.find(" in its namespace)") != std::string::npos)
+                cur->ns_tid = static_cast<uint32_t>(std::strtoul(l.c_str() + ns + 2, nullptr, 10));
+            auto q = l.rfind('"');
+            std::string rest = q == std::string::npos ? "" : l.substr(q + 2);
+            cur->state = rest.substr(0, rest.find(','));
+        } else if (cur && l.rfind("    ", 0) == 0) {
+            TextFrame f;
+            f.text = l.substr(4);
+            auto open = f.text.rfind(" (");
+            auto colon = f.text.rfind(':');
+            if (open != std::string::npos && colon != std::string::npos && colon > open) {
+                f.function = f.text.substr(0, open);
+                f.file = f.text.substr(open + 2, colon - open - 2);
+                f.line = std::atoi(f.text.c_str() + colon + 1);
+            } else {
+                f.function = f.text;
+            }
+            cur->frames.push_back(f);
+        } else if (l.empty()) {
+            cur = nullptr;
+        }
+    }
+    return threads;
+}
+
+struct Expect {
+    std::string thread;    // its threading.Thread name
+    std::string innermost; // the innermost frame's function (last part of the name)
+    std::string in_file;   // ... in a file ending so
+    std::string ours;      // the workload's function, with the BLOCK line
+};
+const std::vector<Expect> kExpect = {
+    {"sleeper", "in_sleep", "dump_blocked.py", "in_sleep"},
+    {"waiter", "wait", "threading.py", "in_event_wait"},
+    {"selector", "in_select", "dump_blocked.py", "in_select"},
+    {"acceptor", "accept", "socket.py", "in_accept"},
+    {"getter", "wait", "threading.py", "in_queue_get"},
+};
+
+// What is wrong with thread t (tid, named name) of a dump, "" when nothing.
+std::string check_thread(const TextThread& t, const Expect& e, int block_line) {
+    if (t.state != "sleeping") return "state '" + t.state + "', not sleeping";
+    if (t.frames.empty()) return "no frames";
+    const TextFrame& in = t.frames.front();
+    if (last_part(in.function) != e.innermost || !ends_with(in.file, e.in_file))
+        return "innermost frame " + in.text + ", not " + e.innermost + " in " + e.in_file;
+    for (const TextFrame& f : t.frames)
+        if (last_part(f.function) == e.ours)
+            return f.line == block_line ? "" : "frame " + f.text + ": not at line " + std::to_string(block_line);
+    return "no frame of " + e.ours;
+}
+
+class Dump : public ::testing::TestWithParam<Interpreter> {
+protected:
+    void SetUp() override { PBP_REQUIRE(geteuid() == 0, "reading another process's memory needs root"); }
+};
+
+TEST_P(Dump, FiveNamedThreadsAsleepInFiveCallsAsTextAndJson) {
+    const Interpreter& in = GetParam();
+    const std::string script = read_file(workload("dump_blocked.py"));
+    Reporter py(python_running(in, "dump_blocked.py"));
+    auto lines = py.read_lines(6, 60);
+    ASSERT_EQ(lines.size(), 6u) << py.out() << py.err();
+    ASSERT_EQ(lines.back(), "ready") << py.out();
+    std::map<std::string, uint32_t> tid_of;
+    for (size_t i = 0; i + 1 < lines.size(); i++) {
+        std::istringstream l(lines[i]);
+        std::string name;
+        uint32_t tid = 0;
+        l >> name >> tid;
+        tid_of[name] = tid;
+    }
+    ASSERT_EQ(tid_of.size(), 5u) << py.out();
+    for (auto& [name, tid] : tid_of) ASSERT_GT(tid, 0u) << name << ": no tid (" << py.out() << ")";
+
+    // "ready" comes just before each thread enters its call: dump until all five are in it.
+    const std::string pid = std::to_string(py.pid());
+    CmdResult text;
+    std::map<uint32_t, TextThread> threads;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);;) {
+        text = run({pybpfprof_bin(), "dump", "--pid", pid});
+        ASSERT_EQ(text.status, 0) << text.err;
+        threads = parse_text(text.out);
+        wrong.clear();
+        for (const Expect& e : kExpect) {
+            auto it = threads.find(tid_of[e.thread]);
+            std::string why = it == threads.end() ? "not listed"
+                                                  : check_thread(it->second, e, line_of(script, "# BLOCK " + e.ours));
+            if (!why.empty()) wrong += e.thread + ": " + why + "; ";
+        }
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        usleep(100000);
+    }
+    EXPECT_EQ(wrong, "") << text.out;
+    EXPECT_EQ(text.out.rfind("Process " + pid + ": ", 0), 0u) << text.out;
+    EXPECT_NE(text.out.find("\nPython " + in.version), std::string::npos) << text.out;
+
+    // --json: the same threads, states and frames.
+    CmdResult js = run({pybpfprof_bin(), "dump", "--pid", pid, "--json"});
+    ASSERT_EQ(js.status, 0) << js.err;
+    nlohmann::json doc = nlohmann::json::parse(js.out);
+    ASSERT_EQ(doc["processes"].size(), 1u);
+    const auto& p = doc["processes"][0];
+    EXPECT_EQ(p["pid"], py.pid());
+    EXPECT_EQ(p["python_version"].get<std::string>().rfind(in.version, 0), 0u) << p["python_version"];
+    EXPECT_NE(p["command"].get<std::string>().find("dump_blocked.py"), std::string::npos);
+    std::map<uint32_t, nlohmann::json> by_tid;
+    for (const auto& t : p["threads"]) by_tid[t["tid"].get<uint32_t>()] = t;
+    EXPECT_EQ(by_tid.size(), threads.size()) << js.out;
+    for (const Expect& e : kExpect) {
+        SCOPED_TRACE(e.thread);
+        const uint32_t tid = tid_of[e.thread];
+        ASSERT_TRUE(by_tid.count(tid)) << js.out;
+        const auto& t = by_tid[tid];
+        EXPECT_EQ(t["state"], "sleeping");
+        EXPECT_TRUE(t["python"].get<bool>());
+        EXPECT_FALSE(t["stack_changed_while_read"].get<bool>());
+        // Asleep in a call that released the GIL: none of them holds it (unknown: free-threaded).
+        if (p["gil_unknown"].is_null()) EXPECT_EQ(t["gil"], false);
+        else EXPECT_TRUE(t["gil"].is_null());
+        std::vector<std::string> from_json, from_text;
+        for (const auto& f : t["frames"])
+            from_json.push_back(f.value("synthetic", false)
+                                    ? f["function"].get<std::string>()
+                                    : f["function"].get<std::string>() + " (" + f["file"].get<std::string>() + ":" +
+                                          std::to_string(f["line"].get<int>()) + ")");
+        for (const auto& f : threads[tid].frames) from_text.push_back(f.text);
+        EXPECT_EQ(from_json, from_text);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, Dump, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
+
+// A thread whose stack never stops changing, dumped again and again while it runs: every dump
+// works, and each of its stacks is either whole (every frame one of the workload's functions,
+// named, with a line) or marked as changed while read.
+TEST(DumpRunning, StacksReadWhileChangingAreWholeOrMarked) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    const Interpreter in = host_python();
+    Reporter py(python_running(in, "dump_churn.py"));
+    ASSERT_TRUE(py.read_until("ready", 60)) << py.err();
+    // "<module>": the code exec() runs to define gen_N.
+    const std::set<std::string> known = {"a", "b", "churn", "run", "_bootstrap_inner", "_bootstrap", "<module>"};
+    int dumps = 0, whole = 0, marked = 0;
+    for (int i = 0; i < 300; i++) {
+        CmdResult r = run({pybpfprof_bin(), "dump", "--pid", std::to_string(py.pid()), "--json"});
+        ASSERT_EQ(r.status, 0) << r.err;
+        dumps++;
+        const nlohmann::json doc = nlohmann::json::parse(r.out);
+        for (const auto& t : doc["processes"][0]["threads"]) {
+            if (t["tid"] == py.pid()) continue;  // the main thread, in join()
+            if (t["stack_changed_while_read"].get<bool>()) {
+                marked++;
+                continue;
+            }
+            whole++;
+            ASSERT_FALSE(t["frames"].empty()) << t.dump();
+            for (const auto& f : t["frames"]) {
+                const std::string name = last_part(f["function"].get<std::string>());
+                EXPECT_FALSE(f.value("synthetic", false)) << t.dump();
+                EXPECT_TRUE(known.count(name) || name.rfind("gen_", 0) == 0) << name << " in " << t.dump();
+                // A module's first instruction (3.11+: RESUME) has no line.
+                if (name != "<module>") EXPECT_GT(f.value("line", 0), 0) << t.dump();
+            }
+        }
+    }
+    std::cout << dumps << " dumps of a thread that runs: " << whole << " stacks whole, " << marked
+              << " marked as changed while read\n";
+    EXPECT_GT(whole, 0);
+}
+
+// In its own PID namespace (unshare --pid): threads are told by their tid there too.
+TEST(DumpNamespace, ThreadsOfAProcessInAPidNamespaceShowTheirTidThere) {
+    PBP_REQUIRE(geteuid() == 0, "dump and unshare --pid need root");
+    const Interpreter in = host_python();
+    const std::string script = read_file(workload("dump_blocked.py"));
+    // --kill-child: the Python process, init of the new namespace, dies with unshare (which the
+    // Reporter kills), else it would outlive the test.
+    std::vector<std::string> argv = {"unshare", "--pid", "--fork", "--kill-child", "--mount-proc"};
+    for (auto& a : python_running(in, "dump_blocked.py")) argv.push_back(a);
+    Reporter u(argv);
+    auto lines = u.read_lines(6, 60);
+    ASSERT_EQ(lines.size(), 6u) << u.out() << u.err();
+    std::map<std::string, uint32_t> ns_tid_of;  // as the workload sees its tids: in its namespace
+    for (size_t i = 0; i + 1 < lines.size(); i++) {
+        std::istringstream l(lines[i]);
+        std::string name;
+        uint32_t tid = 0;
+        l >> name >> tid;
+        ns_tid_of[name] = tid;
+    }
+    // The Python process is unshare's child, PID 1 in the new namespace.
+    std::string children = read_file("/proc/" + std::to_string(u.pid()) + "/task/" + std::to_string(u.pid()) + "/children");
+    const pid_t py = static_cast<pid_t>(std::atoi(children.c_str()));
+    ASSERT_GT(py, 0) << "no child of unshare";
+    CmdResult text;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);;) {
+        text = run({pybpfprof_bin(), "dump", "--pid", std::to_string(py)});
+        ASSERT_EQ(text.status, 0) << text.err;
+        std::map<uint32_t, const TextThread*> by_ns;
+        auto threads = parse_text(text.out);
+        for (auto& [tid, t] : threads) {
+            EXPECT_NE(t.ns_tid, tid) << t.header;
+            by_ns[t.ns_tid] = &t;
+        }
+        wrong.clear();
+        for (const Expect& e : kExpect) {
+            auto it = by_ns.find(ns_tid_of[e.thread]);
+            std::string why = it == by_ns.end() ? "not listed"
+                                                : check_thread(*it->second, e, line_of(script, "# BLOCK " + e.ours));
+            if (!why.empty()) wrong += e.thread + ": " + why + "; ";
+        }
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        usleep(100000);
+    }
+    EXPECT_EQ(wrong, "") << text.out;
+    EXPECT_EQ(text.out.rfind("Process " + std::to_string(py) + " (PID 1 in its namespace): ", 0), 0u) << text.out;
+}
+
+// --cgroup: the Python processes in it, not one outside; --all-python: both.
+TEST(DumpCgroup, CgroupGivesItsPythonProcessesAndAllPythonGivesEveryOne) {
+    PBP_REQUIRE(geteuid() == 0, "dump and cgroups need root");
+    const std::string mount = cgroup2_mount();
+    ASSERT_FALSE(mount.empty()) << "no cgroup2 mount with root / in /proc/self/mountinfo";
+    const std::string rel = "/pbp-dump-test-" + std::to_string(getpid());
+    const std::string cg = mount + rel;
+    ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg << ": " << strerror(errno);
+    struct Cleanup {
+        std::string dir;
+        ~Cleanup() { rmdir(dir.c_str()); }
+    } cleanup{cg};
+    const Interpreter in = host_python();
+    std::vector<std::string> argv = {"sh", "-c", "echo $$ > '" + cg + "/cgroup.procs' && exec \"$@\"", "sh"};
+    for (auto& a : python_running(in, "dump_blocked.py")) argv.push_back(a);
+    {
+        Reporter inside(argv);
+        Reporter outside(python_running(in, "dump_blocked.py"));
+        ASSERT_EQ(inside.read_lines(6, 60).size(), 6u) << inside.err();
+        ASSERT_EQ(outside.read_lines(6, 60).size(), 6u) << outside.err();
+        auto pids = [](const CmdResult& r) {
+            std::set<int> v;
+            const nlohmann::json doc = nlohmann::json::parse(r.out);
+            for (const auto& p : doc["processes"]) v.insert(p["pid"].get<int>());
+            return v;
+        };
+        CmdResult by_cg = run({pybpfprof_bin(), "dump", "--cgroup", rel, "--json"});
+        ASSERT_EQ(by_cg.status, 0) << by_cg.err;
+        EXPECT_EQ(pids(by_cg), std::set<int>{inside.pid()}) << by_cg.out;
+        CmdResult all = run({pybpfprof_bin(), "dump", "--all-python", "--json"});
+        ASSERT_EQ(all.status, 0) << all.err;
+        EXPECT_TRUE(pids(all).count(inside.pid()));
+        EXPECT_TRUE(pids(all).count(outside.pid()));
+    }  // both killed and reaped: the cgroup can go
+    CmdResult empty = run({pybpfprof_bin(), "dump", "--cgroup", rel});
+    EXPECT_EQ(empty.status, 2);
+    EXPECT_EQ(empty.err, "pybpfprof dump: no CPython process in the given cgroup; check the cgroup, or dump them all "
+                         "with --all-python\n");
+}
+
+TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    Child sleeper({"sleep", "60"}, temp_dir());
+    usleep(100000);
+    CmdResult not_py = run({pybpfprof_bin(), "dump", "--pid", std::to_string(sleeper.pid())});
+    EXPECT_EQ(not_py.status, 2);
+    EXPECT_NE(not_py.err.find("is not a CPython process"), std::string::npos) << not_py.err;
+    CmdResult missing = run({pybpfprof_bin(), "dump", "--pid", "4194304"});
+    EXPECT_EQ(missing.status, 2);
+    EXPECT_EQ(missing.err, "pybpfprof dump: no process with PID 4194304; check it with: ps -p 4194304\n");
+    CmdResult none = run({pybpfprof_bin(), "dump"});
+    EXPECT_EQ(none.status, 2);
+    EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;
+    // Not root: reading other processes' memory needs it.
+    CmdResult user = run({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", pybpfprof_bin(), "dump",
+                          "--pid", std::to_string(sleeper.pid())});
+    EXPECT_EQ(user.status, 1) << user.err;
+    EXPECT_NE(user.err.find("needs root"), std::string::npos) << user.err;
+    EXPECT_EQ(std::count(user.err.begin(), user.err.end(), '\n'), 1) << user.err;
+}
+
+// The target is unharmed: a fixed computation dumped again and again gives the same result, in
+// about the time it takes when the same loop of dumps reads another Python process instead (each
+// dump is a process of its own taking CPU time next to the target on a small shared machine: the
+// comparison keeps that load and changes only whose stacks are read). Its slowest chunk, where a
+// pause would show, is printed with the times.
+TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    const Interpreter in = host_python();
+    const std::vector<std::string> args = {"6000", "10000"};
+    Reporter other(python_running(in, "dump_blocked.py"));
+    ASSERT_EQ(other.read_lines(6, 60).size(), 6u) << other.err();
+    struct Run {
+        std::string result;
+        double elapsed_s = 0, max_chunk_ms = 0;
+        int dumps = 0, failed = 0;
+        int running_with_gil = 0;  // dumps showing the computing thread running and holding the GIL
+    };
+    // dump_self: the loop dumps the computing process; else the other one.
+    auto measure = [&](bool dump_self) {
+        Run r;
+        Reporter py(python_running(in, "dump_cpu.py", args));
+        EXPECT_TRUE(py.read_until("ready", 60)) << py.err();
+        const std::string pid = std::to_string(dump_self ? py.pid() : other.pid());
+        while (r.dumps < 1000 && py.running()) {
+            CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid});
+            if (d.status == 0) {
+                r.dumps++;
+                if (dump_self) EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
+                if (d.out.find("\" running, holds the GIL\n") != std::string::npos) r.running_with_gil++;
+            } else if (!dump_self || py.running()) {
+                r.failed++;
+                ADD_FAILURE() << d.err;
+            }
+        }
+        auto lines = py.read_lines(2, 120);  // "ready" and the result
+        EXPECT_EQ(lines.size(), 2u) << py.err();
+        if (lines.size() < 2) return r;
+        std::istringstream l(lines[1]);
+        std::string w;
+        l >> w >> r.result >> w >> r.elapsed_s >> w >> r.max_chunk_ms;
+        EXPECT_EQ(py.wait(10), 0);
+        return r;
+    };
+    Run base = measure(false);
+    Run dumped = measure(true);
+    Run base2 = measure(false);  // before and after: the machine's load changes meanwhile
+    std::cout << "dumping another process: " << base.elapsed_s << " s and " << base2.elapsed_s
+              << " s (slowest chunk " << base.max_chunk_ms << ", " << base2.max_chunk_ms << " ms); dumped "
+              << dumped.dumps << " times: " << dumped.elapsed_s << " s (slowest chunk " << dumped.max_chunk_ms
+              << " ms); " << dumped.running_with_gil << " dumps show it running with the GIL\n";
+    EXPECT_FALSE(base.result.empty());
+    EXPECT_EQ(dumped.result, base.result);
+    EXPECT_EQ(base2.result, base.result);
+    EXPECT_EQ(dumped.failed, 0);
+    EXPECT_GE(dumped.dumps, 300) << "too few dumps to say anything";
+    // The thread that computes holds the GIL (3.11's is known): most dumps catch it running so.
+    EXPECT_GT(dumped.running_with_gil, dumped.dumps / 4) << "of " << dumped.dumps;
+    EXPECT_EQ(base.running_with_gil, 0);  // the other process only sleeps
+    // A dump that stopped the target for 1 ms (a ptrace attach and detach costs about that)
+    // would add 1 s over 1000 dumps, beyond this bound.
+    const double slowest_base = std::max(base.elapsed_s, base2.elapsed_s);
+    EXPECT_LE(dumped.elapsed_s, 1.15 * slowest_base + 0.3);
+}
+
+}  // namespace
+}  // namespace pbp::test

@@ -1,0 +1,81 @@
+#include "cli/dump_command.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/dump_output.h"
+#include "cli/options.h"
+#include "engine/dump.h"
+#include "pybpfprof/abi.h"
+
+namespace pbp {
+
+namespace {
+
+constexpr int kExitCannot = 1, kExitBadInput = 2;
+
+constexpr const char* kDumpExitCodes =
+    "Exit codes: 0 ok; 1 cannot read the processes (not root); 2 bad input (arguments, a PID that does not exist\n"
+    "or is not CPython, an unknown cgroup, no CPython process found).";
+
+int err(const std::string& msg, int code) {
+    std::cerr << "pybpfprof dump: " << msg << "\n";
+    return code;
+}
+
+}  // namespace
+
+int dump_command(int argc, char** argv) {
+    CLI::App app{"pybpfprof dump: print every thread's current Python stack (asleep or not) of running CPython\n"
+                 "processes, innermost frame first. The target is never stopped or signalled: its memory is read\n"
+                 "with process_vm_readv. See docs/dump.md.",
+                 "pybpfprof dump"};
+    app.footer(kDumpExitCodes);
+    std::vector<std::string> pids;
+    DumpRequest req;
+    bool json = false;
+    std::string max_depth;
+    app.add_option("-p,--pid", pids, "Dump this running process (repeatable)");
+    app.add_flag("-a,--all-python", req.all_python, "Dump every CPython process on the machine");
+    app.add_option("-c,--cgroup", req.cgroups,
+                   "Dump every Python process in this cgroup v2 (a path, absolute or relative to the cgroup2 mount), "
+                   "Kubernetes pod (UID or namespace/name) or container (ID or unique prefix) (repeatable)");
+    app.add_option("--node-root", req.node_root,
+                   "Where the node's root file system is (for Kubernetes pods and containers; default /)");
+    app.add_option("--max-depth", max_depth, "Deepest Python stack to read (default " + std::to_string(PBP_MAX_DEPTH) + ")");
+    app.add_flag("--json", json, "Print one JSON document (fields: docs/dump.md)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        return err(std::string(e.what()) + "; see pybpfprof dump --help", kExitBadInput);
+    }
+    if (std::string error; !parse_pids(pids, req.pids, error)) return err(error, kExitBadInput);
+    if (!max_depth.empty()) {
+        long long v = 0;
+        if (!parse_whole(max_depth, 1, PBP_MAX_DEPTH, v))
+            return err("--max-depth must be a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH) +
+                           " (got '" + max_depth + "')",
+                       kExitBadInput);
+        req.max_depth = static_cast<int>(v);
+    }
+    // --all-python --cgroup X means every Python process in X, as for profiling.
+    const int modes = (!req.pids.empty()) + (req.all_python || !req.cgroups.empty());
+    if (modes == 0) return err("nothing to dump; give --pid PID, --all-python or --cgroup POD|CGROUP", kExitBadInput);
+    if (modes > 1) return err("choose one of --pid and --all-python/--cgroup, not both", kExitBadInput);
+
+    DumpResult dump;
+    Status st = gather_dump(req, dump);
+    if (!st.ok()) return err(st.message, st.failure == Failure::BadInput ? kExitBadInput : kExitCannot);
+    if (json) {
+        std::cout << dump_json(dump).dump(2) << "\n";
+    } else {
+        for (const auto& w : dump.warnings) std::cerr << "pybpfprof dump: warning: " << w << "\n";
+        write_dump_text(dump, std::cout);
+    }
+    std::cout.flush();
+    return std::cout ? 0 : kExitCannot;
+}
+
+}  // namespace pbp

@@ -1,0 +1,85 @@
+#include "cli/dump_output.h"
+
+namespace pbp {
+
+namespace {
+
+std::string frame_text(const Frame& f) {
+    if (f.synthetic || f.file.empty()) return f.name;
+    return f.name + " (" + f.file + ":" + (f.line > 0 ? std::to_string(f.line) : std::string("?")) + ")";
+}
+
+}  // namespace
+
+void write_dump_text(const DumpResult& dump, std::ostream& out) {
+    bool first = true;
+    for (const DumpProcess& p : dump.processes) {
+        if (!first) out << "\n";
+        first = false;
+        out << "Process " << p.pid;
+        if (p.ns_pid) out << " (PID " << p.ns_pid << " in its namespace)";
+        out << ": " << p.command << "\n";
+        out << "Python " << p.python << "\n";
+        if (!p.gil_note.empty()) out << "GIL: not known (" << p.gil_note << ")\n";
+        for (const DumpThread& t : p.threads) {
+            out << "\nThread " << (t.tid ? std::to_string(t.tid) : std::string("?"));
+            if (t.ns_tid) out << " (" << t.ns_tid << " in its namespace)";
+            out << " \"" << t.name << "\"";
+            if (t.tid) out << " " << dump_state_name(t.state);
+            if (!t.python) {
+                out << ", native (no Python thread state)\n";
+                continue;
+            }
+            if (t.gil == DumpGil::Held) out << ", holds the GIL";
+            if (t.changed) out << ", stack changed while read";
+            out << "\n";
+            if (t.frames.empty()) out << "    (" << (t.problem.empty() ? "no Python frame" : t.problem) << ")\n";
+            for (const Frame& f : t.frames) out << "    " << frame_text(f) << "\n";
+        }
+    }
+}
+
+nlohmann::json dump_json(const DumpResult& dump) {
+    nlohmann::json procs = nlohmann::json::array();
+    for (const DumpProcess& p : dump.processes) {
+        nlohmann::json threads = nlohmann::json::array();
+        for (const DumpThread& t : p.threads) {
+            nlohmann::json frames = nlohmann::json::array();
+            for (const Frame& f : t.frames) {
+                nlohmann::json jf = {{"function", f.name}};
+                if (f.synthetic) {
+                    jf["synthetic"] = true;
+                } else {
+                    jf["file"] = f.file;
+                    jf["line"] = f.line;
+                }
+                frames.push_back(std::move(jf));
+            }
+            nlohmann::json jt = {
+                {"tid", t.tid},
+                {"ns_tid", t.ns_tid ? nlohmann::json(t.ns_tid) : nlohmann::json(nullptr)},
+                {"name", t.name},
+                {"state", t.tid ? nlohmann::json(dump_state_name(t.state)) : nlohmann::json(nullptr)},
+                {"python", t.python},
+                {"gil", t.python && t.gil != DumpGil::Unknown ? nlohmann::json(t.gil == DumpGil::Held)
+                                                              : nlohmann::json(nullptr)},
+                {"stack_changed_while_read", t.changed},
+                {"problem", t.problem.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.problem)},
+                {"frames", std::move(frames)},
+            };
+            threads.push_back(std::move(jt));
+        }
+        procs.push_back({
+            {"pid", p.pid},
+            {"ns_pid", p.ns_pid ? nlohmann::json(p.ns_pid) : nlohmann::json(nullptr)},
+            {"command", p.command},
+            {"python_version", p.version},
+            {"python", p.python},
+            {"gil_unknown", p.gil_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.gil_note)},
+            {"threads", std::move(threads)},
+        });
+    }
+    return {{"processes", std::move(procs)}, {"warnings", dump.warnings}};
+}
+
+}  // namespace pbp
