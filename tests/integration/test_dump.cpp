@@ -227,7 +227,9 @@ TEST(DumpRunning, StacksReadWhileChangingAreWholeOrMarked) {
                 EXPECT_FALSE(f.value("synthetic", false)) << t.dump();
                 EXPECT_TRUE(known.count(name) || name.rfind("gen_", 0) == 0) << name << " in " << t.dump();
                 // A module's first instruction (3.11+: RESUME) has no line.
-                if (name != "<module>") EXPECT_GT(f.value("line", 0), 0) << t.dump();
+                if (name != "<module>") {
+                    EXPECT_GT(f.value("line", 0), 0) << t.dump();
+                }
             }
         }
     }
@@ -373,7 +375,9 @@ TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime
             CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid});
             if (d.status == 0) {
                 r.dumps++;
-                if (dump_self) EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
+                if (dump_self) {
+                    EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
+                }
                 if (d.out.find("\" running, holds the GIL\n") != std::string::npos) r.running_with_gil++;
             } else if (!dump_self || py.running()) {
                 r.failed++;
