@@ -70,32 +70,6 @@ static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch 
 	return walk_from(ctx, progs, s, proc, pid_tgid >> 32, now, use_loop, frame, interp, t);
 }
 
-/* One frame of the no-bpf_loop walk, on the walk kept in the scratch value (s->walk). A global
- * function, so the kernel verifies it once, on its own, instead of once per unrolled step of
- * each walk_nolp program: 5.10's verifier gave up on 8 inlined steps (over 1M instructions
- * processed, E2BIG; minutes under TCG before the retry with 4). A global function takes no
- * pointers there (5.10 allows scalars and the context only): it looks the scratch value and
- * the process up itself. Returns 1 to stop. */
-__noinline int walk_nolp_step(void)
-{
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
-		return 1;
-	__u32 tgid = s->cur.tgid;
-	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc)
-		return 1;
-	struct frame_walk w = {};
-	w.proc = proc;
-	w.s = s;
-	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
-	w.st = s->walk;
-	int done = frame_walk_step(&w);
-	s->walk = w.st;
-	return done;
-}
-
 /* One chunk of the no-bpf_loop frame walk (the body of both walk_nolp programs); tail-calls
  * itself through progs until the walk ends. The tail-call limit (33 runs) is above
  * PBP_NOLP_RUNS, so a walk ends by max_depth first; running out of tail calls anyway is
@@ -107,22 +81,29 @@ static __always_inline int walk_nolp_chunk(void *ctx, void *progs)
 	if (!s)
 		return 0;
 	__u32 tgid = s->cur.tgid;
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc)
 		return 0;
+	struct frame_walk w = {};
+	w.proc = proc;
+	w.s = s;
+	w.code_cache = bpf_map_lookup_elem(&code_cache_map, &zero);
+	w.st = s->walk;
 	int done = 0;
 	for (int i = 0; i < PBP_NOLP_CHUNK; i++) {
 		if (i >= nolp_chunk) /* a constant at load time: the verifier drops the rest */
 			break;
-		if (walk_nolp_step()) {
+		if (frame_walk_step(&w)) {
 			done = 1;
 			break;
 		}
 	}
 	if (!done) {
+		s->walk = w.st;
 		bpf_tail_call(ctx, progs, 0);
-		s->walk.flags |= PBP_F_TRUNCATED; /* out of tail calls */
+		w.st.flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(s, &s->walk, 0, 0);
+	return finish_walk(s, &w.st, 0, 0);
 }
 
 #endif /* __PYBPFPROF_SAMPLE_BPF_H__ */
