@@ -119,7 +119,9 @@ protected:
         auto e = Engine::start(ec, st);
         EXPECT_TRUE(e) << st.message;
         // Without bpf_loop in the kernel (5.10 .. 5.16) both params run the tail-call walk.
-        if (e) EXPECT_EQ(e->uses_bpf_loop(), !GetParam() && pbp::test::kernel_has_bpf_loop());
+        if (e) {
+            EXPECT_EQ(e->uses_bpf_loop(), !GetParam() && pbp::test::kernel_has_bpf_loop());
+        }
         return e;
     }
 };
@@ -182,8 +184,9 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
             // but the first, which began before the session or its registration, counts from
             // then, and the last, still asleep at its end, up to its end.
             if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns != first_end &&
-                smp.ts_ns < p.run.end_mono_ns)
+                smp.ts_ns < p.run.end_mono_ns) {
                 EXPECT_GE(smp.weight_ns, 45'000'000u);
+            }
         }
     }
     const double dur = p.run.end_mono_ns - p.run.start_mono_ns;
