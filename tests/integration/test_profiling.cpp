@@ -356,7 +356,9 @@ TEST_P(Profiling, UnwritableOutputFallsBackAndKeepsSamples) {
 }
 
 TEST_P(Profiling, LiveStatusLineOnATerminal) {
-    Child target(py("cpu_split.py", {"10"}), dir);
+    // 30 s, killed when done: under TCG (tools/vmtest, 6.12) pybpfprof took 4.5 s to start
+    // and a 10 s target exited before the 1.5 s run ended (exit 3).
+    Child target(py("cpu_split.py", {"30"}), dir);
     usleep(300000);
     std::string cmd = pybpfprof_bin() + " --no-summary -d 1.5 --pid " + std::to_string(target.pid()) + " -o " + dir +
                       "/tty.json";
