@@ -148,7 +148,7 @@ DeepStacks deep_stacks(const RProfile& prof, size_t rec, size_t depth) {
 }
 
 // The deepest stack BPF walks depends on the kernel: 1024 frames with bpf_loop (5.17+); without
-// it the tail-call walk's depth, which pybpfprof reports (256, or 128 where the verifier
+// it the tail-call walk's depth, which pybpfprof reports (128, or 64 where the verifier
 // refuses the larger chunk). Whether the kernel has bpf_loop is asked of the kernel itself.
 TEST_P(Workloads, DeepRecursionSeenWhole) {
     const bool loop = kernel_has_bpf_loop();
