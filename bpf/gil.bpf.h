@@ -82,12 +82,20 @@ static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, st
 		uaddr = regs->di;
 	} else {
 		/* task_pt_regs(): the user registers are the top of the task's kernel stack (x86_64
-		 * has no TOP_OF_KERNEL_STACK_PADDING). */
+		 * has no TOP_OF_KERNEL_STACK_PADDING). The stack's size is not in BTF: 16 KiB, or
+		 * 32 KiB with KASAN. The registers saved on entry from user mode have a user code
+		 * segment (CPL 3 in cs's low bits); 16 KiB is taken when they do there, else 32 KiB
+		 * when they do there, else the thread is taken not to wait for the GIL. */
 		void *stack = BPF_CORE_READ(prev, stack);
 		if (!stack)
 			return 0;
-		struct pt_regs *regs =
-			(struct pt_regs *)((__u8 *)stack + PBP_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+		__u32 size = bpf_core_type_size(struct pt_regs);
+		struct pt_regs *regs = (struct pt_regs *)((__u8 *)stack + PBP_THREAD_SIZE - size);
+		if ((BPF_CORE_READ(regs, cs) & 3) != 3) {
+			regs = (struct pt_regs *)((__u8 *)stack + 2 * PBP_THREAD_SIZE - size);
+			if ((BPF_CORE_READ(regs, cs) & 3) != 3)
+				return 0;
+		}
 		nr = BPF_CORE_READ(regs, orig_ax);
 		if (nr != PBP_NR_FUTEX)
 			return 0;

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "gen_resume_check.h"
+#include "pybpfprof/abi.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -62,9 +63,9 @@ protected:
 };
 
 TEST_P(NoBpfLoop, ShallowerThanTheLimitSeenWhole) {
-    // 240 recursions + <module>, main and spin: 243 frames, within the 256 reported.
-    auto prof = profile("deep_recursion.py", {"2", "240"});
-    ASSERT_EQ(depth, 256);
+    // 112 recursions + <module>, main and spin: 115 frames, within the 128 reported.
+    auto prof = profile("deep_recursion.py", {"2", "112"});
+    ASSERT_EQ(depth, PBP_MAX_DEPTH_NO_LOOP);
     size_t whole = 0, total = 0;
     for (auto& t : prof.threads)
         for (auto& s : t.samples) {
@@ -72,7 +73,7 @@ TEST_P(NoBpfLoop, ShallowerThanTheLimitSeenWhole) {
             total++;
             size_t rec = 0;
             for (auto& f : s) rec += f.name == "recurse";
-            if (rec == 240 && s.front().name == "<module>" && s[1].name == "main") whole++;
+            if (rec == 112 && s.front().name == "<module>" && s[1].name == "main") whole++;
         }
     ASSERT_GT(total, 100u) << err;
     EXPECT_EQ(whole, total);

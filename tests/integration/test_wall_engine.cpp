@@ -7,7 +7,9 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -116,8 +118,9 @@ protected:
         Status st;
         auto e = Engine::start(ec, st);
         EXPECT_TRUE(e) << st.message;
+        // Without bpf_loop in the kernel (5.10 .. 5.16) both params run the tail-call walk.
         if (e) {
-            EXPECT_EQ(e->uses_bpf_loop(), !GetParam());
+            EXPECT_EQ(e->uses_bpf_loop(), !GetParam() && pbp::test::kernel_has_bpf_loop());
         }
         return e;
     }
@@ -168,7 +171,15 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
     auto& threads = p.processes.at(py.pid()).threads;
     ASSERT_TRUE(threads.count(tid));
     Totals t;
+    uint64_t t_runnable = 0;
     size_t walked_under_napping = 0;
+    // The thread's first interval: asleep when the session registered it (seeded), counted
+    // from then. Natively that is within a millisecond of the sleep's start (the test
+    // subscribes as soon as the thread says its id, just before it sleeps); under TCG
+    // (tools/vmtest) registration comes 10-15 ms later, into the sleep.
+    uint64_t first_end = UINT64_MAX;
+    for (auto& smp : threads.at(tid).samples)
+        if (smp.kind == SampleKind::OffCpu) first_end = std::min(first_end, smp.ts_ns);
     for (auto& smp : threads.at(tid).samples) {
         if (smp.kind == SampleKind::Cpu) {
             t.cpu += smp.weight_ns;
@@ -178,16 +189,22 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
         t.n_off++;
         auto n = names(p, smp);
         ASSERT_FALSE(n.empty());
-        EXPECT_EQ(smp.wait, WaitReason::Sleep);
-        EXPECT_EQ(n.back(), "[sleeping]") << "every off-CPU sample ends in its wait leaf";
+        // Asleep, or now and then preempted (runnable: once in a run under TCG on 5.10, whose 2
+        // vCPUs also run the test and the engine); each ends in its wait leaf.
+        const bool runnable = smp.wait == WaitReason::Runnable;
+        EXPECT_TRUE(smp.wait == WaitReason::Sleep || runnable);
+        EXPECT_EQ(n.back(), runnable ? "[runnable, waiting for a CPU]" : "[sleeping]")
+            << "every off-CPU sample ends in its wait leaf";
+        if (runnable) t_runnable += smp.weight_ns;
         EXPECT_GE(smp.ts_ns - (smp.aggregate ? 0 : smp.weight_ns), p.run.start_mono_ns) << "clipped to the start";
         EXPECT_LE(smp.ts_ns, p.run.end_mono_ns);
-        if (n.size() >= 2 && n[n.size() - 2] == "napping" && !smp.aggregate) {
+        if (n.size() >= 2 && n[n.size() - 2] == "napping" && !smp.aggregate && !runnable) {
             walked_under_napping++;
             // One interval: a 50 ms sleep (timer slack and a loaded machine make it longer),
-            // but the first, which began before the session, counts from its start, and the
-            // last, still asleep at its end, up to its end.
-            if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns < p.run.end_mono_ns) {
+            // but the first, which began before the session or its registration, counts from
+            // then, and the last, still asleep at its end, up to its end.
+            if (smp.ts_ns - smp.weight_ns > p.run.start_mono_ns && smp.ts_ns != first_end &&
+                smp.ts_ns < p.run.end_mono_ns) {
                 EXPECT_GE(smp.weight_ns, 45'000'000u);
             }
         }
@@ -196,6 +213,7 @@ TEST_P(WallMechanismP, SleepLoopIsSleepingUnderItsFunction) {
     std::cout << "duration " << dur / 1e6 << " ms: off-CPU " << t.off / 1e6 << " ms in " << t.n_off
               << " samples (" << walked_under_napping << " walked under napping), on-CPU " << t.cpu / 1e6 << " ms\n";
     EXPECT_GE(walked_under_napping, 25u) << "2 s of 50 ms sleeps, each one sample";
+    EXPECT_LT(t_runnable, t.off / 20) << "preempted for more than 5% of its off-CPU time";
     // The sleeps are nearly all of the thread's wall time.
     EXPECT_GT(t.off, dur * 0.93);
     EXPECT_LT(t.off, dur * 1.01);

@@ -4,8 +4,12 @@
 #   "hash":   loop_a, and hash_b hashing 8 MiB buffers with hashlib.sha256, which releases the
 #             GIL while it hashes: hash_b is on CPU mostly without it. Without OpenSSL's
 #             _hashlib (pyenv's 3.6 here) hashlib's own sha256 keeps the GIL: hash_b then
-#             compresses with zlib, which releases it around deflate().
+#             compresses with zlib, which releases it around deflate();
+#   "held":   loop_a, and hold_b sleeping 200 ms at a time in a C call that keeps the GIL
+#             (usleep through ctypes.PyDLL): loop_a waits for the GIL nearly all the time,
+#             however fast the machine.
 # The main thread waits in join(). Each thread prints "NAME TID" once it runs.
+import ctypes
 import hashlib
 import sys
 import threading
@@ -17,7 +21,6 @@ def native_id():
     try:
         return threading.get_native_id()
     except AttributeError:
-        import ctypes
         return ctypes.CDLL(None).syscall(186)  # SYS_gettid on x86_64
 
 
@@ -57,10 +60,18 @@ def hash_b(end):
     return n
 
 
+def hold_b(end):
+    say("hold_b")
+    libc = ctypes.PyDLL(None)  # PyDLL, unlike CDLL, keeps the GIL during the call
+    while time.monotonic() < end:
+        libc.usleep(200000)  # HOLD
+    return 0
+
+
 def main():
     kind, seconds = sys.argv[1], float(sys.argv[2])
     end = time.monotonic() + seconds
-    second = loop_b if kind == "python" else hash_b
+    second = {"python": loop_b, "hash": hash_b, "held": hold_b}[kind]
     ts = [threading.Thread(target=f, args=(end,), name=f.__name__) for f in (loop_a, second)]
     for t in ts:
         t.start()
