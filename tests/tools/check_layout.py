@@ -170,12 +170,16 @@ else:
 # reads 0. Back in Python this thread holds it again: locked == 1 and last_holder is its
 # thread state. (Not before the call: in 3.7 .. 3.11 creating the subinterpreter above swaps
 # thread states without releasing the shared GIL, which leaves last_holder naming the
-# subinterpreter's state until the next take_gil.) Free-threaded builds and 3.6 have no GIL
-# location.
-GIL_WHERE_NONE, GIL_WHERE_ADDR, GIL_WHERE_INTERP = 0, 1, 2
+# subinterpreter's state until the next take_gil.) Free-threaded builds have no GIL location.
+GIL_WHERE_NONE, GIL_WHERE_ADDR, GIL_WHERE_INTERP, GIL_WHERE_STATICS = 0, 1, 2, 3
 gw = B["gil_where"]
 if gw == GIL_WHERE_NONE:
     check(ft or sys.version_info < (3, 7), "no GIL location for a default build >= 3.7")
+elif gw == GIL_WHERE_STATICS:
+    # 3.6: static variables whose addresses are the process's (its ELF symbol table, read when
+    # a process is registered), not the layout's: Gil.LiveProcessGilReadFromUserspace checks them
+    # on a live 3.6.
+    check(sys.version_info[:2] == (3, 6), "gil_where STATICS for a version other than 3.6")
 else:
     check(not ft, "a GIL location for a free-threaded build")
     if gw == GIL_WHERE_ADDR:
