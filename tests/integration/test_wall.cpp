@@ -475,6 +475,24 @@ protected:
         tids = named_tids(run.r.out);
         return run;
     }
+    // The run's one process and two of the workload's threads, by the names it printed
+    // (a null profile fails the test).
+    struct Two {
+        const ThreadProfile* a = nullptr;
+        const ThreadProfile* b = nullptr;
+    };
+    static Two two_threads(const Recorded& run, std::map<std::string, pid_t>& tids, const std::string& a,
+                           const std::string& b) {
+        Two t;
+        EXPECT_EQ(run.p.processes.size(), 1u) << run.r.err;
+        EXPECT_TRUE(tids.count(a) && tids.count(b)) << run.r.out;
+        if (run.p.processes.size() != 1 || !tids.count(a) || !tids.count(b)) return t;
+        const pid_t pid = pid_t(run.p.processes.begin()->second.pid);
+        t.a = thread(run.p, pid, tids[a]);
+        t.b = thread(run.p, pid, tids[b]);
+        EXPECT_TRUE(t.a && t.b) << "no samples of " << a << " or " << b;
+        return t;
+    }
     struct Share {
         double held = 0, waiting = 0;  // % of the thread's wall time
         uint64_t all = 0;
@@ -520,11 +538,7 @@ TEST_P(WallGil, HashingThreadMostlyWithoutTheGil) {
     std::map<std::string, pid_t> tids;
     Recorded run = gil_run({"--mode", "wall", "-r", "999"}, "hash", tids);
     ASSERT_TRUE(run.ok);
-    ASSERT_EQ(run.p.processes.size(), 1u);
-    const pid_t pid = pid_t(run.p.processes.begin()->second.pid);
-    ASSERT_TRUE(tids.count("hash_b") && tids.count("loop_a")) << run.r.out;
-    const ThreadProfile* h = thread(run.p, pid, tids["hash_b"]);
-    const ThreadProfile* a = thread(run.p, pid, tids["loop_a"]);
+    const auto [a, h] = two_threads(run, tids, "loop_a", "hash_b");
     ASSERT_TRUE(h && a);
     const uint64_t h_cpu = weight(*h, [](const Sample& x) { return x.kind == SampleKind::Cpu; });
     const uint64_t h_held = weight(*h, [](const Sample& x) { return x.kind == SampleKind::Cpu && x.gil == GilState::Held; });
@@ -548,11 +562,7 @@ TEST_P(WallGil, WaitingForAGilKeptThroughACall) {
     std::map<std::string, pid_t> tids;
     Recorded run = gil_run({"--mode", "wall", "-r", "999"}, "held", tids);
     ASSERT_TRUE(run.ok);
-    ASSERT_EQ(run.p.processes.size(), 1u);
-    const pid_t pid = pid_t(run.p.processes.begin()->second.pid);
-    ASSERT_TRUE(tids.count("loop_a") && tids.count("hold_b")) << run.r.out;
-    const ThreadProfile* a = thread(run.p, pid, tids["loop_a"]);
-    const ThreadProfile* h = thread(run.p, pid, tids["hold_b"]);
+    const auto [a, h] = two_threads(run, tids, "loop_a", "hold_b");
     ASSERT_TRUE(a && h);
     // (Its first wait is in say(), before the loop: under loop_a, at any line.) Seen on the
     // host: 93-98%; 78% once under load (5 CPU-bound processes of others on its 2 CPUs), with
