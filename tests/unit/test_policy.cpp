@@ -53,6 +53,11 @@ TEST(PolicyVersion, FromName) {
     EXPECT_EQ(mm("/usr/bin/python"), "-");
     EXPECT_EQ(mm("libfoo.so"), "-");
     EXPECT_EQ(mm(""), "-");
+    // A mapped file's name is chosen by whoever maps it: a huge number is no version (and
+    // once made stoi throw out of discovery).
+    EXPECT_EQ(mm("/home/u/libpython3.99999999999999999999.so"), "-");
+    EXPECT_EQ(mm("libpython3.1234.so"), "-");
+    EXPECT_EQ(mm("libpython3.999.so"), "-");
 }
 
 TEST(PolicyVersion, InferOrder) {

@@ -17,12 +17,16 @@ bool holds_runtime(const std::map<std::string, uint64_t>& syms, bool has_runtime
 }
 
 std::optional<Version> version_from_name(const std::string& name) {
-    static const std::regex re(R"(python(\d)\.(\d+))");
+    // At most three digits of minor version: a file name is anyone's, and a longer number
+    // is no CPython (nor a number stoi can hold).
+    static const std::regex re(R"(python(\d)\.(\d{1,3})(?!\d))");
     std::smatch mm;
     if (std::regex_search(name, mm, re)) {
         Version v;
         v.major = static_cast<uint8_t>(std::stoi(mm[1]));
-        v.minor = static_cast<uint8_t>(std::stoi(mm[2]));
+        const int minor = std::stoi(mm[2]);
+        if (minor > 255) return std::nullopt;
+        v.minor = static_cast<uint8_t>(minor);
         return v;
     }
     return std::nullopt;

@@ -5,6 +5,7 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <regex>
 #include <set>
@@ -37,7 +38,11 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
     elf_getphdrnum(f->elf_, &nph);
     for (size_t i = 0; i < nph; i++) {
         GElf_Phdr ph;
-        if (gelf_getphdr(f->elf_, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD)
+        // A segment whose addresses or file range wrap around cannot be mapped: the loader
+        // refuses it too, so it is left out rather than read.
+        if (gelf_getphdr(f->elf_, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && ph.p_filesz <= ph.p_memsz &&
+            ph.p_vaddr + ph.p_memsz >= ph.p_vaddr && ph.p_offset + ph.p_filesz >= ph.p_offset &&
+            ph.p_offset + ph.p_filesz <= uint64_t(INT64_MAX))
             f->loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
     }
     // DT_SONAME
@@ -46,7 +51,7 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
         GElf_Shdr sh;
         if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC) continue;
         Elf_Data* d = elf_getdata(scn, nullptr);
-        if (!d) continue;
+        if (!d || sh.sh_entsize == 0) continue;  // (an entry size of 0 is a broken file, not a divisor)
         for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
             GElf_Dyn dyn;
             if (!gelf_getdyn(d, static_cast<int>(i), &dyn)) break;
@@ -110,7 +115,8 @@ std::optional<ElfSection> ElfFile::section(const std::string& name) const {
 
 bool ElfFile::read_vaddr(uint64_t vaddr, void* buf, size_t n) const {
     for (auto& s : loads_) {
-        if (vaddr >= s.vaddr && vaddr + n <= s.vaddr + s.filesz) {
+        // (Written so that no sum can wrap: a file's header values are anyone's.)
+        if (vaddr >= s.vaddr && vaddr - s.vaddr <= s.filesz && n <= s.filesz - (vaddr - s.vaddr)) {
             off_t off = static_cast<off_t>(s.offset + (vaddr - s.vaddr));
             return pread(fd_, buf, n, off) == static_cast<ssize_t>(n);
         }

@@ -16,12 +16,14 @@ namespace pbp::cgroups {
 
 namespace {
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
 std::string unescape(const std::string& s) {
     std::string r;
     for (size_t i = 0; i < s.size(); i++) {
-        if (s[i] == '\\' && i + 3 < s.size() && isdigit(static_cast<unsigned char>(s[i + 1]))) {
-            r += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+        // The kernel escapes space, tab, newline and backslash as \ooo (three octal digits);
+        // anything else after a backslash is kept as it is.
+        auto octal = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '7'; };
+        if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+            r += static_cast<char>(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) | (s[i + 3] - '0'));
             i += 3;
         } else {
             r += s[i];
@@ -53,6 +55,7 @@ std::vector<Mount> parse_cgroup2_mounts(const std::string& mountinfo) {
         std::istringstream before(line.substr(0, dash));
         std::string id, parent, dev, root, mountpoint;
         if (!(before >> id >> parent >> dev >> root >> mountpoint)) continue;
+        if (mountpoint[0] != '/' || root[0] != '/') continue;  // the kernel writes absolute paths
         out.push_back({unescape(mountpoint), unescape(root)});
     }
     return out;

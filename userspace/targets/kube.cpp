@@ -67,7 +67,7 @@ std::string container_id_and_runtime(const std::string& dir_name, std::string* r
         std::string id = n.substr(pre.size());
         // conmon (CRI-O, podman) is the runtime's monitor, not the container
         if (id.rfind("conmon-", 0) == 0) return "";
-        if (!is_hex(id) || id.size() < 12) return "";
+        if (!is_hex(id) || id.size() < 12 || id.size() > 64) return "";  // (64: a full ID)
         if (runtime) *runtime = p.runtime;
         std::transform(id.begin(), id.end(), id.begin(), ::tolower);
         return id;
