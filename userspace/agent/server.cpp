@@ -19,6 +19,8 @@
 
 #include "agent/access.h"
 #include "agent/protocol.h"
+#include "cli/dump_output.h"
+#include "engine/dump.h"
 #include "engine/engine.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
@@ -174,6 +176,7 @@ private:
     void on_writable(Conn& c);
     void handle(Conn& c, const std::string& frame);
     void start(Conn& c, const StartRequest& r);
+    void dump(Conn& c, const DumpStacksRequest& r);
     void send_profile(Conn& c, const Profile& p, const std::string& format, bool report, bool final,
                       const RunFacts* facts);
     void status(Conn& c);
@@ -371,6 +374,9 @@ void Server::handle(Conn& c, const std::string& frame) {
         case Request::Op::Status:
             status(c);
             break;
+        case Request::Op::Dump:
+            dump(c, r.dump);
+            break;
         case Request::Op::Start:
             if (c.started) {
                 fail(c, "bad_input", "this connection already has a session; open another connection for another", false);
@@ -493,6 +499,48 @@ void Server::start(Conn& c, const StartRequest& r) {
     if (!c.scope.empty()) started["scope"] = c.scope;
     send(c, started);
     c.capped = capped;
+}
+
+// Every thread's stack of the caller's processes, read now and sent back as the JSON document
+// of docs/dump.md (the client renders it). Each target passes the profiling rule before it
+// is read and again after (engine/dump.h); nothing is written anywhere for the caller. The
+// connection stays open, with or without a session.
+void Server::dump(Conn& c, const DumpStacksRequest& r) {
+    const Caller caller = c.caller;
+    const std::string who = "uid " + std::to_string(caller.uid) + (caller.user.empty() ? "" : " (" + caller.user + ")");
+    if (!r.cgroups.empty() && !c.admin) {
+        fail(c, "forbidden",
+             "--cgroup needs root or membership of the agent's admin group" +
+                 (cfg_.admin_group.empty() ? std::string(" (none is configured: the agent's --admin-group)")
+                                           : " (" + cfg_.admin_group + ")") +
+                 "; dump your own processes with --pid or --all-python",
+             false);
+        return;
+    }
+    pbp::DumpRequest req;
+    req.pids = r.pids;
+    req.all_python = r.all_python;
+    req.cgroups = r.cgroups;
+    req.node_root = cfg_.node_root;
+    req.max_depth = r.max_depth;
+    if (!c.admin) {
+        Policy policy = policy_;
+        req.admit = [caller, policy](pid_t pid, std::string& why) {
+            return may_profile(caller, policy, pid, why) == Verdict::Allowed;
+        };
+    }
+    DumpResult result;
+    Status st = gather_dump(req, result);
+    if (!st.ok()) {
+        log("dump refused for " + who + " (pid " + std::to_string(caller.pid) + "): " + st.message);
+        fail(c, failure_code(st.failure), st.message, false);
+        return;
+    }
+    size_t threads = 0;
+    for (const auto& p : result.processes) threads += p.threads.size();
+    log("dump for " + who + " (pid " + std::to_string(caller.pid) + "): " + std::to_string(result.processes.size()) +
+        (result.processes.size() == 1 ? " process, " : " processes, ") + std::to_string(threads) + " threads");
+    send(c, dump_header(), {dump_json(result).dump(-1, ' ', false, json::error_handler_t::replace)});
 }
 
 // Ends c's session in the engine now (its targets are released) and keeps its profile.
