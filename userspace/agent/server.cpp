@@ -525,6 +525,13 @@ void Server::dump(Conn& c, const DumpStacksRequest& r) {
     req.max_depth = r.max_depth;
     if (!c.admin) {
         Policy policy = policy_;
+        // A PID with no process (or a thread's ID) is bad input, as in a direct dump; the
+        // rule below refuses it too, should it come back meanwhile.
+        for (pid_t pid : r.pids)
+            if (std::string why; may_profile(caller, policy, pid, why) == Verdict::Gone) {
+                fail(c, "bad_input", why + "; check the PID (ps -u " + caller.user + " lists your processes)", false);
+                return;
+            }
         req.admit = [caller, policy](pid_t pid, std::string& why) {
             return may_profile(caller, policy, pid, why) == Verdict::Allowed;
         };
