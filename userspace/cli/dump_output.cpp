@@ -117,7 +117,9 @@ struct Reader {
         const nlohmann::json* v = field(obj, name, where);
         if (!v) return 0;
         if (nullable && v->is_null()) return 0;
-        if (!v->is_number_unsigned() || v->get<uint64_t>() > max) {
+        // Parsed text gives unsigned numbers; a document built here, signed ones.
+        const bool whole = v->is_number_unsigned() || (v->is_number_integer() && v->get<int64_t>() >= 0);
+        if (!whole || v->get<uint64_t>() > max) {
             error = where + "." + name + " is not a whole number up to " + std::to_string(max);
             return 0;
         }

@@ -57,7 +57,7 @@ void write_pyspy_dump(const DumpResult& dump, std::ostream& out) {
         if (!first) out << "\n";
         first = false;
         out << "Process " << p.pid << ": " << p.command << "\n";
-        out << "Python v" << p.version << " (" << (p.exe.empty() ? p.python : p.exe) << ")\n\n";
+        out << "Python v" << p.version << " (" << (p.exe.empty() ? std::string("?") : p.exe) << ")\n\n";
         for (const DumpThread& t : p.threads) {
             if (!t.python) continue;
             out << "Thread " << (t.tid ? std::to_string(t.tid) : std::string("0x0")) << " (" << status_of(t) << "): \""

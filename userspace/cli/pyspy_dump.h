@@ -10,7 +10,7 @@ namespace pbp {
 
 // py-spy's dump text: "Process PID: COMMAND", "Python vVERSION (EXE)", a blank line, then per
 // Python thread `Thread TID (idle|active|active+gil): "NAME"` and its frames, innermost
-// first, `    FUNCTION (FILE:LINE)`. Native threads (no Python thread state) are not listed,
+// first, `    FUNCTION (FILE:LINE)` (EXE "?" when unreadable). Native threads (no Python thread state) are not listed,
 // as py-spy lists only thread states.
 void write_pyspy_dump(const DumpResult& dump, std::ostream& out);
 
