@@ -986,8 +986,11 @@ class AgentApi(Helpers):
         doc = pybpfprof.dump(all_python=True)
         self.assertIn(os.getpid(), [p["pid"] for p in doc["processes"]])
         for p in doc["processes"]:
-            with open("/proc/%d/status" % p["pid"]) as f:
-                uid_line = [l for l in f if l.startswith("Uid:")][0]
+            try:
+                with open("/proc/%d/status" % p["pid"]) as f:
+                    uid_line = [l for l in f if l.startswith("Uid:")][0]
+            except FileNotFoundError:
+                continue  # exited since
             self.assertEqual(uid_line.split()[1:], [str(os.getuid())] * 4, p["pid"])
 
     def test_agent_refusal(self):
