@@ -42,6 +42,39 @@ protected:
         a.insert(a.end(), args.begin(), args.end());
         return run(as_user(user, a, socket), 60);
     }
+
+    // bytes written at once to the agent by pbp-test-a (a child of ours with its ids), then n
+    // messages read: their headers, back through a pipe.
+    json raw_as_a(const std::string& bytes, int n) {
+        const uid_t uid = uid_of("pbp-test-a");
+        const gid_t gid = static_cast<gid_t>(std::stoul(run({"id", "-g", "pbp-test-a"}).out));
+        int p[2];
+        EXPECT_EQ(pipe(p), 0);
+        pid_t child = fork();
+        if (child == 0) {
+            close(p[0]);
+            if (setgroups(0, nullptr) || setgid(gid) || setuid(uid)) _exit(2);
+            int fd = connect_raw(socket);
+            std::string error;
+            agent::Message m;
+            if (fd < 0 || !agent::write_all(fd, bytes, error)) _exit(3);
+            json headers = json::array();
+            for (int i = 0; i < n; i++) {
+                if (!agent::read_message(fd, m, error, 60000)) _exit(4);
+                headers.push_back(m.header);
+            }
+            _exit(agent::write_all(p[1], headers.dump(), error) ? 0 : 5);
+        }
+        close(p[1]);
+        std::string text;
+        char buf[4096];
+        for (ssize_t k; (k = read(p[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(k));
+        close(p[0]);
+        int st = 0;
+        waitpid(child, &st, 0);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+        return text.empty() ? json::array() : json::parse(text);
+    }
 };
 
 // The five threads in a --json dump of one process: "" when each is as expected, else what
@@ -211,34 +244,9 @@ TEST_F(DumpAgent, AllPythonIsTheCallersOwnProcesses) {
 // Dump requests written by hand: every field checked, unknown ones refused, each with one line;
 // the agent goes on serving.
 TEST_F(DumpAgent, HostileDumpRequestsAreRefusedWithOneLine) {
-    // Sent by pbp-test-a (a child of ours with its ids), the answer's header back through a pipe.
-    const uid_t uid = uid_of("pbp-test-a");
-    const gid_t gid = static_cast<gid_t>(std::stoul(run({"id", "-g", "pbp-test-a"}).out));
     auto ask = [&](const std::string& payload) {
-        int p[2];
-        EXPECT_EQ(pipe(p), 0);
-        pid_t child = fork();
-        if (child == 0) {
-            close(p[0]);
-            if (setgroups(0, nullptr) || setgid(gid) || setuid(uid)) _exit(2);
-            int fd = connect_raw(socket);
-            std::string error;
-            agent::Message m;
-            if (fd < 0 || !agent::write_all(fd, agent::frame(payload), error) ||
-                !agent::read_message(fd, m, error, 10000))
-                _exit(3);
-            const std::string h = m.header.dump();
-            _exit(agent::write_all(p[1], h, error) ? 0 : 4);
-        }
-        close(p[1]);
-        std::string text;
-        char buf[4096];
-        for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-        close(p[0]);
-        int st = 0;
-        waitpid(child, &st, 0);
-        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
-        return text.empty() ? json::object() : json::parse(text);
+        json all = raw_as_a(agent::frame(payload), 1);
+        return all.empty() ? json::object() : all[0];
     };
     struct Case {
         std::string payload, code, message_starts;
@@ -270,7 +278,43 @@ TEST_F(DumpAgent, HostileDumpRequestsAreRefusedWithOneLine) {
     ASSERT_EQ(error, "");
     auto r = run(as_user("pbp-test-a", {pybpfprof_bin(), "dump", "--pid", std::to_string(py.pid())}, socket), 60);
     EXPECT_EQ(r.status, 0) << r.err;
+    // 300 dumps written at once: each answered, in order (the agent takes one per turn of its
+    // loop, serving the others between them).
+    std::string many;
+    const std::string one = R"({"v":1,"op":"dump","pids":[)" + std::to_string(py.pid()) + "]}";
+    for (int i = 0; i < 300; i++) many += agent::frame(i == 150 ? std::string(R"({"v":1,"op":"status"})") : one);
+    json answers = raw_as_a(many, 300);
+    ASSERT_EQ(answers.size(), 300u);
+    for (int i = 0; i < 300; i++)
+        EXPECT_EQ(answers[i].value("type", ""), i == 150 ? "status" : "dump") << i << ": " << answers[i].dump();
     EXPECT_TRUE(agent.running());
+}
+
+// A user's stream of dumps does not hold the agent: 1500 dumps written at once are answered
+// one per turn of its loop, and another client's request is answered meanwhile within half a
+// second (not after the whole stream: 1.4 s when the agent took the frames all at once).
+TEST_F(DumpAgent, AStreamOfDumpsDoesNotHoldTheAgent) {
+    std::map<std::string, uint32_t> tid_of;
+    std::string error;
+    Reporter py = start_blocked("pbp-test-a", tid_of, error);
+    ASSERT_EQ(error, "");
+    std::string many;
+    const std::string one = R"({"v":1,"op":"dump","pids":[)" + std::to_string(py.pid()) + "]}";
+    for (int i = 0; i < 1500; i++) many += agent::frame(one);
+    json answers;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread stream([&] { answers = raw_as_a(many, 1500); });
+    std::this_thread::sleep_for(1s);
+    const auto s0 = std::chrono::steady_clock::now();
+    auto st = run({pybpfprof_bin(), "agent", "status", "--socket", socket});
+    const double status_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    stream.join();
+    const double stream_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(st.status, 0) << st.err;
+    ASSERT_EQ(answers.size(), 1500u);
+    for (const auto& h : answers) EXPECT_EQ(h.value("type", ""), "dump");
+    EXPECT_LT(status_s, 0.5) << "the stream took " << stream_s << " s";
+    EXPECT_GT(stream_s, 2 * status_s) << "the status came while the stream was served";
 }
 
 // Without root and without an agent: one line naming both fixes, exit 1.

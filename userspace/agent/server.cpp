@@ -155,6 +155,10 @@ private:
         size_t out_off = 0;
         bool want_out = false;
         bool closing = false;  // close once 'out' is written
+        // A dump was answered: the frames after it wait for the loop's next turn, so that one
+        // client's stream of dumps (each reads processes for milliseconds) never holds the
+        // loop, and the sessions' samples are drained between them.
+        bool dumped = false, more = false;
         uint64_t last_rx_ns = 0, closing_since_ns = 0, last_progress_ns = 0;
         // The session (one per connection).
         bool started = false;
@@ -173,6 +177,7 @@ private:
 
     void accept_all();
     void on_readable(Conn& c);
+    bool take_frames(Conn& c);
     void on_writable(Conn& c);
     void handle(Conn& c, const std::string& frame);
     void start(Conn& c, const StartRequest& r);
@@ -333,7 +338,7 @@ void Server::accept_all() {
 
 void Server::on_readable(Conn& c) {
     char buf[65536];
-    for (int rounds = 0; rounds < 16 && !c.closing; rounds++) {
+    for (int rounds = 0; rounds < 16 && !c.closing && !c.more; rounds++) {
         ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n == 0) {
             close_conn(c.fd);  // EOF: the client is gone
@@ -347,16 +352,27 @@ void Server::on_readable(Conn& c) {
         }
         c.last_rx_ns = mono_ns();
         c.reader.push(buf, static_cast<size_t>(n));
-        std::string frame, error;
-        for (;;) {
-            auto r = c.reader.next(frame, error);
-            if (r == FrameReader::Next::NeedMore) break;
-            if (r == FrameReader::Next::Error) {
-                fail(c, "protocol", error, true);
-                return;
-            }
-            handle(c, frame);
-            if (c.closing) return;
+        if (!take_frames(c) || c.more) return;  // frames left wait; nothing more is read until then
+    }
+}
+
+// Handles c's complete frames, up to and including a dump. false: the connection is closing.
+bool Server::take_frames(Conn& c) {
+    std::string frame, error;
+    c.more = false;
+    for (;;) {
+        auto r = c.reader.next(frame, error);
+        if (r == FrameReader::Next::NeedMore) return true;
+        if (r == FrameReader::Next::Error) {
+            fail(c, "protocol", error, true);
+            return false;
+        }
+        c.dumped = false;
+        handle(c, frame);
+        if (c.closing) return false;
+        if (c.dumped) {
+            c.more = true;  // perhaps: the reader says at the next turn
+            return true;
         }
     }
 }
@@ -376,6 +392,7 @@ void Server::handle(Conn& c, const std::string& frame) {
             break;
         case Request::Op::Dump:
             dump(c, r.dump);
+            c.dumped = true;
             break;
         case Request::Op::Start:
             if (c.started) {
@@ -667,7 +684,8 @@ void Server::run(const std::atomic<int>& stop) {
     while (!stop) {
         bool woke = false;
         bool any_session = std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; });
-        int timeout = any_session || accept_paused_until_ ? 50 : 1000;
+        bool frames_wait = std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->more; });
+        int timeout = frames_wait ? 0 : any_session || accept_paused_until_ ? 50 : 1000;
         int n = epoll_wait(epfd_, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log(std::string("epoll_wait failed: ") + strerror(errno));
@@ -700,6 +718,14 @@ void Server::run(const std::atomic<int>& stop) {
                 }
                 on_readable(c);
             }
+        }
+        // The frames that waited behind a dump: the next ones, up to one more dump per connection.
+        if (frames_wait) {
+            std::vector<int> waiting;
+            for (auto& [fd, c] : conns_)
+                if (c->more && !c->closing) waiting.push_back(fd);
+            for (int fd : waiting)
+                if (auto it = conns_.find(fd); it != conns_.end()) take_frames(*it->second);
         }
         if (woke || any_session ||
             std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; })) {
