@@ -72,10 +72,11 @@ inline std::string check_blocked(const std::string& state, const std::vector<See
     return "no frame of " + b.ours;
 }
 
-// dump_blocked.py run by user with /usr/bin/python3, once its five threads are started: its
-// tids by thread name in tid_of.
-inline Reporter start_blocked(const std::string& user, std::map<std::string, uint32_t>& tid_of, std::string& error) {
-    Reporter py(as_user(user, {"/usr/bin/python3", workload("dump_blocked.py")}));
+// dump_blocked.py run by user with /usr/bin/python3 (or the command `argv`, which runs it as
+// user), once its five threads are started: its tids by thread name in tid_of.
+inline Reporter start_blocked(const std::string& user, std::map<std::string, uint32_t>& tid_of, std::string& error,
+                              const std::vector<std::string>& argv = {}) {
+    Reporter py(argv.empty() ? as_user(user, {"/usr/bin/python3", workload("dump_blocked.py")}) : argv);
     auto lines = py.read_lines(6, 60);
     if (lines.size() != 6 || lines.back() != "ready") {
         error = "dump_blocked.py did not start: " + py.out() + py.err();

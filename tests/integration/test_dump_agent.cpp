@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -96,7 +97,9 @@ std::string check_five(const json& doc, pid_t pid, const std::map<std::string, u
             frames.push_back({f["function"].get<std::string>(), f.value("file", ""), f.value("line", 0)});
         std::string why = check_blocked(t["state"].is_string() ? t["state"].get<std::string>() : "null", frames, b);
         if (why.empty() && !t["python"].get<bool>()) why = "not a Python thread";
-        if (why.empty() && t["gil"] != false) why = "holds the GIL (or unknown) while asleep: " + t["gil"].dump();
+        // Asleep in a call that released the GIL: none holds it (unknown: free-threaded).
+        const json gil_expected = doc["processes"][0]["gil_unknown"].is_null() ? json(false) : json(nullptr);
+        if (why.empty() && t["gil"] != gil_expected) why = "GIL " + t["gil"].dump() + ", not " + gil_expected.dump();
         if (why.empty() && t["stack_changed_while_read"] != false) why = "marked as changed while read";
         if (!why.empty()) wrong += b.thread + ": " + why + "; ";
     }
@@ -149,6 +152,71 @@ TEST_F(DumpAgent, FiveNamedThreadsOfTheCallersOwnProcess) {
               std::string::npos)
         << agent.err();
 }
+
+// The test on every interpreter of the matrix, each run by the unprivileged user
+// (pyenv's, under /root where the user cannot go, through a tree of hard links to it; the
+// chroots' with chroot --userspec): the user's dump through the agent shows the five
+// threads asleep in their calls, and is the document root's direct dump gives.
+class DumpAgentMatrix : public DumpAgent, public ::testing::WithParamInterface<Interpreter> {
+protected:
+    // in's command line for dump_blocked.py, run as user.
+    std::vector<std::string> user_argv(const Interpreter& in, const std::string& user) {
+        const std::string script = workload_for(in, "dump_blocked.py");
+        if (!in.root.empty()) {
+            const std::string uid = std::to_string(uid_of(user));
+            const std::string gid = run({"id", "-g", user}).out;
+            std::vector<std::string> a{"chroot", "--userspec=" + uid + ":" + gid.substr(0, gid.size() - 1),
+                                       "--groups=" + gid.substr(0, gid.size() - 1), in.root};
+            a.insert(a.end(), in.argv.begin() + 2, in.argv.end());  // after "chroot ROOT"
+            a.push_back(script);
+            return a;
+        }
+        const std::string exe = in.argv[0];
+        if (exe.rfind("/root/", 0) != 0) return as_user(user, {exe, script});
+        // /root/.pyenv/versions/X.Y.Z/bin/pythonX.Y -> DIR/python/X.Y.Z/bin/pythonX.Y
+        const std::filesystem::path home = std::filesystem::path(exe).parent_path().parent_path();
+        const std::string copy = dir + "/python/" + home.filename().string();
+        std::filesystem::create_directories(dir + "/python");
+        chmod((dir + "/python").c_str(), 0755);
+        if (!std::filesystem::exists(copy)) run({"cp", "-al", home.string(), copy});
+        return as_user(user, {"env", "LD_LIBRARY_PATH=" + copy + "/lib",
+                              copy + "/" + std::filesystem::relative(exe, home).string(), script});
+    }
+};
+
+TEST_P(DumpAgentMatrix, FiveNamedThreadsThroughTheAgent) {
+    const Interpreter& in = GetParam();
+    std::map<std::string, uint32_t> tid_of;
+    std::string error;
+    Reporter py = start_blocked("pbp-test-a", tid_of, error, user_argv(in, "pbp-test-a"));
+    ASSERT_EQ(error, "");
+    const std::string pid = std::to_string(py.pid());
+    ASSERT_NE(read_file("/proc/" + pid + "/status").find("Uid:\t" + std::to_string(uid_of("pbp-test-a"))),
+              std::string::npos)
+        << "the workload runs as pbp-test-a";
+    CmdResult js;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + 20s;;) {
+        js = dump_as("pbp-test-a", {"--pid", pid, "--json"});
+        ASSERT_EQ(js.status, 0) << js.err << agent.err();
+        wrong = check_five(json::parse(js.out), py.pid(), tid_of);
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_EQ(wrong, "") << js.out;
+    const json doc = json::parse(js.out);
+    EXPECT_EQ(doc["processes"][0]["python_version"].get<std::string>().rfind(in.version, 0), 0u);
+    auto direct = run({pybpfprof_bin(), "dump", "--pid", pid, "--json"});
+    ASSERT_EQ(direct.status, 0) << direct.err;
+    EXPECT_EQ(json::parse(direct.out), doc);
+    // Another user may not.
+    auto refused = dump_as("pbp-test-b", {"--pid", pid});
+    EXPECT_EQ(refused.status, 1) << refused.err;
+    EXPECT_EQ(refused.out, "");
+    EXPECT_EQ(lines_of(refused.err), 1u) << refused.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, DumpAgentMatrix, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
 
 // Another user's process, a root process and PID 1: refused with one line naming the PID, its
 // owner and the rule; exit 1, nothing on stdout. --cgroup needs an admin. An admin may dump
