@@ -218,6 +218,43 @@ TEST_P(DumpAgentMatrix, FiveNamedThreadsThroughTheAgent) {
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, DumpAgentMatrix, ::testing::ValuesIn(all_interpreters()), interpreter_test_name);
 
+// A user's process in PID and user namespaces of its own (unshare as that user): dumped
+// through the agent, with its PID and tids in its namespace.
+TEST_F(DumpAgent, AProcessInItsOwnPidNamespace) {
+    std::map<std::string, uint32_t> ns_tid_of;
+    std::string error;
+    // --kill-child: the Python process, init of the new namespace, dies with unshare.
+    Reporter u = start_blocked("pbp-test-a", ns_tid_of, error,
+                               as_user("pbp-test-a", {"unshare", "--user", "--map-root-user", "--pid", "--fork",
+                                                      "--kill-child", "--mount-proc", "/usr/bin/python3",
+                                                      workload("dump_blocked.py")}));
+    ASSERT_EQ(error, "");
+    const std::string children =
+        read_file("/proc/" + std::to_string(u.pid()) + "/task/" + std::to_string(u.pid()) + "/children");
+    const pid_t py = static_cast<pid_t>(std::atoi(children.c_str()));
+    ASSERT_GT(py, 0) << "no child of unshare";
+    CmdResult js;
+    std::string wrong;
+    for (auto until = std::chrono::steady_clock::now() + 20s;;) {
+        js = dump_as("pbp-test-a", {"--pid", std::to_string(py), "--json"});
+        ASSERT_EQ(js.status, 0) << js.err << agent.err();
+        const json doc = json::parse(js.out);
+        // The workload printed its tids as its namespace numbers them: their host tids.
+        std::map<std::string, uint32_t> tid_of;
+        for (const auto& [name, ns_tid] : ns_tid_of)
+            for (const auto& t : doc["processes"][0]["threads"])
+                if (t["ns_tid"] == ns_tid) tid_of[name] = t["tid"].get<uint32_t>();
+        wrong = tid_of.size() == 5 ? check_five(doc, py, tid_of) : "not every thread has its namespace tid; ";
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_EQ(wrong, "") << js.out;
+    EXPECT_EQ(json::parse(js.out)["processes"][0]["ns_pid"], 1);
+    auto text = dump_as("pbp-test-a", {"--pid", std::to_string(py)});
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("Process " + std::to_string(py) + " (PID 1 in its namespace): ", 0), 0u) << text.out;
+}
+
 // Another user's process, a root process and PID 1: refused with one line naming the PID, its
 // owner and the rule; exit 1, nothing on stdout. --cgroup needs an admin. An admin may dump
 // anyone's.
