@@ -56,7 +56,11 @@ def _via_agent(sock, pids, max_depth, timeout):
         sock.close()
     kind = header.get("type")
     if kind == "error":
-        raise ProfilingError(str(header.get("message", "the agent refused the dump")), str(header.get("code", "")) or None)
+        message, code = str(header.get("message", "the agent refused the dump")), str(header.get("code", "")) or None
+        if code == "protocol" and '(got "dump")' in message:  # an agent older than dumps
+            raise ProfilingError("the agent is older than pybpfprof.dump (it answered: %s); restart it with this "
+                                 "version of pybpfprof" % message, "unsupported")
+        raise ProfilingError(message, code)
     if kind != "dump" or len(attachments) != 1:
         raise ProfilingError("the agent answered the dump with a %r message; is it older than this package?" % kind,
                              "client_protocol")

@@ -592,6 +592,41 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
         self.assertEqual(r.top, [(100.0, 100.0, "f", "/x.py:3")])
         self.assertIsNone(r.mode)
 
+    def test_dump_request_and_answer(self):
+        doc = {"processes": [{"pid": 5, "threads": []}], "warnings": []}
+
+        def script(conn, req):
+            ScriptedAgent.send(conn, {"type": "dump", "format": "json"}, [json.dumps(doc).encode()])
+            return "close"
+
+        a = self.agent(script)
+        self.assertEqual(pybpfprof.dump(pids=[5, 6], max_depth=7, socket_path=a.path), doc)
+        self.assertEqual(a.requests, [{"v": 1, "op": "dump", "pids": [5, 6], "max_depth": 7}])
+        a = self.agent(script)
+        pybpfprof.dump(all_python=True, socket_path=a.path, backend="agent")
+        self.assertEqual(a.requests, [{"v": 1, "op": "dump", "all_python": True}])
+
+    def test_dump_answers_that_are_not_dumps(self):
+        def older(conn, req):  # an agent older than dumps
+            ScriptedAgent.send(conn, {"type": "error", "code": "protocol", "message":
+                                      'field \'op\' must be one of "start", "snapshot", "stop", "status" (got "dump")'})
+            return "close"
+
+        with self.assertRaises(pybpfprof.ProfilingError) as cm:
+            pybpfprof.dump(pid=5, socket_path=self.agent(older).path)
+        self.assertEqual(cm.exception.code, "unsupported")
+        self.assertIn("older than pybpfprof.dump", cm.exception.message)
+        for answer, attachments in (({"type": "dump"}, [b"[1, 2]"]), ({"type": "dump"}, [b"{\"processes\": 1}"]),
+                                    ({"type": "dump"}, []), ({"type": "status", "sessions": []}, []),
+                                    ({"type": "dump"}, [b"[" * 9 + b"]" * 9])):  # nested deeper than a dump
+            def script(conn, req, answer=answer, attachments=attachments):
+                ScriptedAgent.send(conn, answer, attachments)
+                return "close"
+
+            with self.assertRaises(pybpfprof.ProfilingError) as cm:
+                pybpfprof.dump(pid=5, socket_path=self.agent(script).path)
+            self.assertEqual(cm.exception.code, "client_protocol", (answer, attachments))
+
     def test_the_mode_is_sent_only_when_not_cpu(self):
         started = {}
 

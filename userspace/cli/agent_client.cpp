@@ -251,6 +251,10 @@ Status dump_via_agent(const DumpRequest& r, const std::string& path, DumpResult&
     if (type == "error") {
         const std::string code = m.header.value("code", "");
         std::string message = m.header.value("message", "the agent refused the dump");
+        // An agent older than dumps refuses the op itself: say so, not its protocol error.
+        if (code == "protocol" && message.find("(got \"dump\")") != std::string::npos)
+            return Status::cannot_profile("the agent at " + path + " is older than pybpfprof dump (it answered: " +
+                                          message + "); restart it with this version of pybpfprof");
         if (code == "bad_input" || code == "protocol") return Status::bad_input(message);
         if (code == "forbidden") return Status::forbidden(message);
         return Status::cannot_profile(message);
