@@ -3,10 +3,14 @@
 // their owner without root; other users' and root's processes refused with one line; hostile
 // dump requests refused; --all-python meaning the caller's own processes only.
 #include <grp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -420,6 +424,45 @@ TEST_F(DumpAgent, AStreamOfDumpsDoesNotHoldTheAgent) {
     for (const auto& h : answers) EXPECT_EQ(h.value("type", ""), "dump");
     EXPECT_LT(status_s, 0.5) << "the stream took " << stream_s << " s";
     EXPECT_GT(stream_s, 2 * status_s) << "the status came while the stream was served";
+}
+
+// An agent older than dumps (here one that answers as it would: a protocol error naming the
+// ops it knows): one line saying so and the fix, exit 1.
+TEST_F(DumpAgent, AnAgentOlderThanDumpsIsSaidSo) {
+    const std::string path = dir + "/old.sock";
+    int lfd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    chmod(path.c_str(), 0666);
+    ASSERT_EQ(listen(lfd, 4), 0);
+    std::thread old([&] {
+        // The client probes (connects and closes) first, then asks.
+        for (int i = 0; i < 2; i++) {
+            int fd = accept(lfd, nullptr, nullptr);
+            if (fd < 0) return;
+            char buf[4096];
+            if (read(fd, buf, sizeof buf) > 0) {
+                std::string error;
+                agent::write_all(fd,
+                                 agent::encode_error(agent::ErrorCode::Protocol,
+                                                     "field 'op' must be one of \"start\", \"snapshot\", \"stop\", "
+                                                     "\"status\" (got \"dump\")"),
+                                 error);
+            }
+            close(fd);
+        }
+    });
+    auto r = run(as_user("pbp-test-a", {pybpfprof_bin(), "dump", "--pid", "1"}, path), 30);
+    old.join();
+    close(lfd);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, "pybpfprof dump: the agent at " + path +
+                         " is older than pybpfprof dump (it answered: field 'op' must be one of \"start\", "
+                         "\"snapshot\", \"stop\", \"status\" (got \"dump\")); restart it with this version of "
+                         "pybpfprof\n");
 }
 
 // Without root and without an agent: one line naming both fixes, exit 1.
