@@ -9,6 +9,8 @@
     s = pybpfprof.Session(pids=[pid]).start()     # start in one call...
     result = s.stop()                             # ...stop in another: result.data (bytes)
 
+    doc = pybpfprof.dump(pid=pid)                 # every thread's stack now (docs/dump.md's JSON)
+
 It goes through the local pybpfprof agent (docs/agent.md), or, with no agent, runs the
 pybpfprof binary when this process is root. See docs/python.md.
 """
@@ -34,10 +36,11 @@ from .session import (ProfileResult, Session, TopFunction, find_binary, parse_mo
                       parse_top)
 from ._protocol import DEFAULT_SOCKET, socket_path  # noqa: E402
 from .merge import merge  # noqa: E402
+from .dump import dump  # noqa: E402
 
 __all__ = [
     "profile", "Profile", "Session", "ProfileResult", "TopFunction",
     "PybpfprofError", "AgentUnavailableError", "ProfilingError", "AgentProtocolError", "ProfilingWarning",
     "format_for_path", "format_names", "known_extensions_text", "parse_top", "parse_mode_lines", "find_binary", "socket_path",
-    "write_atomically", "DEFAULT_SOCKET", "merge",
+    "write_atomically", "DEFAULT_SOCKET", "merge", "dump",
 ]

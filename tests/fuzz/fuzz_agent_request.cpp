@@ -90,8 +90,26 @@ void check_limits(const Request& r, const std::string& text) {
             require(r.stop.output_name.size() <= kMaxOutputNameBytes && no_controls(r.stop.output_name),
                     "stop: output_name", text);
             break;
+        case Request::Op::Dump: {
+            const DumpStacksRequest& d = r.dump;
+            int kinds = !d.pids.empty() + d.all_python + !d.cgroups.empty();
+            require(kinds == 1, "dump: exactly one target", text);
+            require(d.pids.size() <= kMaxPids, "dump: pids count", text);
+            for (size_t i = 0; i < d.pids.size(); i++) {
+                require(d.pids[i] >= 1 && d.pids[i] <= kMaxPid, "dump: pid range", text);
+                for (size_t j = 0; j < i; j++) require(d.pids[i] != d.pids[j], "dump: duplicate pid", text);
+            }
+            require(d.cgroups.size() <= kMaxCgroups, "dump: cgroups count", text);
+            for (const auto& c : d.cgroups)
+                require(!c.empty() && c.size() <= kMaxCgroupBytes && no_controls(c), "dump: cgroup name", text);
+            require(d.max_depth >= 0 && d.max_depth <= PBP_MAX_DEPTH, "dump: max_depth", text);
+            break;
+        }
         case Request::Op::Status: break;
     }
+    // The fields of the other ops stay at their defaults.
+    if (r.op != Request::Op::Dump) require(r.dump == DumpStacksRequest{}, "dump fields set by another op", text);
+    if (r.op != Request::Op::Start) require(r.start == StartRequest{}, "start fields set by another op", text);
 }
 
 void check_request(std::string_view text) {

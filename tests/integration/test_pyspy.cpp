@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <regex>
+#include <sstream>
 
+#include "dump_blocked_workload.h"
 #include "real_agent.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
@@ -215,19 +218,106 @@ TEST_F(PySpy, RayNativeIsAOneLineErrorAndNoFile) {
     EXPECT_EQ(agent.err().find("session"), std::string::npos) << "nothing reached the agent: " << agent.err();
 }
 
-// Ray's Stack Trace: `py-spy dump -p PID [--native]` gives the message docs/ray.md shows.
-TEST_F(PySpy, RayDumpGivesTheDocumentedMessage) {
-    Child target = busy(kUser);
-    const std::string doc = read_file(source_dir() + "/docs/ray.md");
-    for (auto args : std::vector<std::vector<std::string>>{{"dump", "-p", std::to_string(target.pid())},
-                                                           {"dump", "-p", std::to_string(target.pid()), "--native"}}) {
-        auto r = pyspy(args);
-        EXPECT_EQ(r.status, 2) << r.err;
-        EXPECT_EQ(r.out, "");
-        ASSERT_EQ(lines_of(r.err), 1u) << r.err;
-        EXPECT_EQ(r.err.rfind("pybpfprof-py-spy dump is not available yet: ", 0), 0u) << r.err;
-        EXPECT_NE(doc.find(r.err.substr(0, r.err.size() - 1)), std::string::npos)
-            << "docs/ray.md shows this message word for word: " << r.err;
+// py-spy's dump text, read line by line: "Process PID: COMMAND", "Python vVERSION (EXE)", a
+// blank line, then per thread `Thread TID (idle|active|active+gil): "NAME"` and its frames
+// `    FUNCTION (FILE:LINE)`, innermost first (src/dump.rs, stack_trace.rs in py-spy). Every
+// line must be one of these; "" when the text is so, with the threads in threads.
+struct PyspyThread {
+    std::string status, name;
+    std::vector<SeenFrame> frames;
+};
+std::string parse_pyspy_dump(const std::string& text, pid_t pid, const std::string& command, const std::string& exe,
+                             const std::string& version, std::map<uint32_t, PyspyThread>& threads) {
+    static const std::regex thread_re(R"re(^Thread (\d+) \((idle|active|active\+gil)\): "(.*)"$)re");
+    static const std::regex frame_re(R"(^    (\S.*) \((.+):(\d+)\)$)");
+    std::istringstream in(text);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    if (lines.size() < 4) return "fewer than 4 lines";
+    if (lines[0] != "Process " + std::to_string(pid) + ": " + command) return "line 1: " + lines[0];
+    if (lines[1] != "Python v" + version + " (" + exe + ")") return "line 2: " + lines[1];
+    if (!lines[2].empty()) return "line 3 is not empty: " + lines[2];
+    PyspyThread* cur = nullptr;
+    for (size_t i = 3; i < lines.size(); i++) {
+        std::smatch m;
+        if (std::regex_match(lines[i], m, thread_re)) {
+            cur = &threads[static_cast<uint32_t>(std::stoul(m[1]))];
+            cur->status = m[2];
+            cur->name = m[3];
+        } else if (cur && std::regex_match(lines[i], m, frame_re)) {
+            cur->frames.push_back({m[1], m[2], std::stoi(m[3])});
+        } else {
+            return "line " + std::to_string(i + 1) + " is not py-spy's: '" + lines[i] + "'";
+        }
+    }
+    return "";
+}
+
+// Ray's Stack Trace: `py-spy dump -p PID [--native]`, run by the process's owner through the
+// agent and by root directly, prints py-spy's format, with every named thread asleep in its
+// call. --native is said on stderr in one line, and the dump is still made.
+TEST_F(PySpy, RayDumpPrintsPySpysFormat) {
+    std::map<std::string, uint32_t> tid_of;
+    std::string error;
+    Reporter py = start_blocked(kUser, tid_of, error);
+    ASSERT_EQ(error, "");
+    const std::string pid = std::to_string(py.pid());
+    const std::string exe = std::filesystem::read_symlink("/proc/" + pid + "/exe").string();
+    const std::string command = "/usr/bin/python3 " + workload("dump_blocked.py");
+    // The version as the interpreter says it.
+    const std::string version = run({"/usr/bin/python3", "-c", "import platform; print(platform.python_version())"}).out;
+    ASSERT_FALSE(version.empty());
+    const std::string v = version.substr(0, version.size() - 1);
+
+    CmdResult r;
+    std::map<uint32_t, PyspyThread> threads;
+    std::string wrong;
+    // "ready" comes just before each thread enters its call: dump until all five are in it.
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);;) {
+        r = pyspy({"dump", "-p", pid});
+        ASSERT_EQ(r.status, 0) << r.err << agent.err();
+        threads.clear();
+        wrong = parse_pyspy_dump(r.out, py.pid(), command, exe, v, threads);
+        for (const BlockedThread& b : blocked_threads()) {
+            auto it = threads.find(tid_of[b.thread]);
+            std::string why = it == threads.end() ? "not listed" : check_blocked(it->second.status, it->second.frames, b);
+            if (!why.empty()) wrong += b.thread + ": " + why + "; ";
+        }
+        if (wrong.empty() || std::chrono::steady_clock::now() > until) break;
+        usleep(100000);
+    }
+    EXPECT_EQ(wrong, "") << r.out;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(threads.size(), 6u) << "the main thread and the five: " << r.out;
+    for (auto& [tid, t] : threads) EXPECT_EQ(t.status, "idle") << tid << " is asleep";
+    EXPECT_TRUE(threads.count(static_cast<uint32_t>(py.pid()))) << "the main thread: " << r.out;
+
+    // --native (Ray's checkbox): one line on stderr, and the same dump.
+    auto native = pyspy({"dump", "-p", pid, "--native"});
+    EXPECT_EQ(native.status, 0) << native.err;
+    EXPECT_EQ(native.err,
+              "pybpfprof-py-spy: --native: native (C/C++) frames are not supported yet; the Python frames are dumped "
+              "alone\n");
+    EXPECT_EQ(native.out, r.out);
+    // As root, directly (Ray's `sudo -n py-spy dump`): the same text.
+    auto root = run({bin + "/py-spy", "dump", "--pid", pid});
+    EXPECT_EQ(root.status, 0) << root.err;
+    EXPECT_EQ(root.out, r.out);
+    // Not the user's: one line, exit 1.
+    Reporter roots({"/usr/bin/python3", workload("dump_blocked.py")});
+    ASSERT_EQ(roots.read_lines(6, 60).size(), 6u);
+    auto refused = pyspy({"dump", "-p", std::to_string(roots.pid())});
+    EXPECT_EQ(refused.status, 1) << refused.err;
+    EXPECT_EQ(refused.out, "");
+    EXPECT_EQ(lines_of(refused.err), 1u) << refused.err;
+    EXPECT_EQ(refused.err.find("permission"), std::string::npos) << "Ray would advise a setuid py-spy: " << refused.err;
+    // Options py-spy has that are not supported yet: one line, exit 2.
+    for (const char* opt : {"--locals", "--json", "--subprocesses"}) {
+        auto o = pyspy({"dump", "-p", pid, opt});
+        EXPECT_EQ(o.status, 2) << opt;
+        EXPECT_EQ(o.out, "");
+        EXPECT_EQ(lines_of(o.err), 1u) << o.err;
+        EXPECT_NE(o.err.find("not supported yet"), std::string::npos) << o.err;
     }
 }
 

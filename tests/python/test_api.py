@@ -58,6 +58,16 @@ def _line_of(marker):
 
 HOT_LINE = _line_of("HOT-LINE")
 
+
+def asleep_for_dump(stop):
+    stop.wait()  # DUMP-WAIT
+
+
+DUMP_LINE = _line_of("DUMP-WAIT")
+
+# A child that sleeps in its module, for a dump by PID.
+SLEEPER_CODE = "import time\nprint('ready', flush=True)\ntime.sleep(120)\n"
+
 # A child started with subprocess: its own hot function, in "<string>".
 CHILD_CODE = """
 import time
@@ -166,6 +176,61 @@ class Helpers(unittest.TestCase):
         self.assertTrue(lines, "no sample ends in hot_loop")
         self.assertEqual(max(lines, key=lines.get), HOT_LINE, lines)
         self.assertTrue(any(f["name"] == "hot_loop" and f.get("file") == THIS_FILE for f in frames))
+
+    def check_dump_of_self(self, **kwargs):
+        """pybpfprof.dump() of this process while a named thread waits on an Event: that thread
+        asleep in asleep_for_dump, at its line; the calling thread in this function."""
+        stop = threading.Event()
+        th = threading.Thread(target=asleep_for_dump, args=(stop,), name="dumped-waiter")
+        th.start()
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                doc = pybpfprof.dump(**kwargs)
+                self.assertEqual([p["pid"] for p in doc["processes"]], [os.getpid()], doc)
+                proc = doc["processes"][0]
+                by_tid = {t["tid"]: t for t in proc["threads"]}
+                waiter = by_tid.get(th.native_id)
+                ours = [f for f in (waiter or {}).get("frames", []) if f["function"].endswith("asleep_for_dump")]
+                if waiter and waiter["state"] == "sleeping" and ours or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            th.join()
+        self.assertIsNotNone(waiter, "the waiting thread %d is not in the dump: %r" % (th.native_id, doc))
+        self.assertEqual(waiter["state"], "sleeping", waiter)
+        self.assertTrue(waiter["python"])
+        self.assertEqual(ours[0]["file"], THIS_FILE)
+        self.assertEqual(ours[0]["line"], DUMP_LINE, waiter)
+        self.assertTrue(waiter["frames"][0]["function"].endswith("wait"), waiter["frames"][0])
+        self.assertTrue(waiter["frames"][0]["file"].endswith("threading.py"), waiter["frames"][0])
+        me = by_tid[threading.main_thread().native_id]
+        self.assertTrue(any(f["function"].endswith("check_dump_of_self") and f.get("file") == THIS_FILE
+                            for f in me["frames"]), me)
+        self.assertEqual(proc["exe"], os.readlink("/proc/self/exe"))
+        self.assertTrue(proc["python_version"].startswith("%d.%d." % sys.version_info[:2]), proc)
+        self.assertIn(os.path.basename(THIS_FILE), proc["command"])
+        self.assertEqual(doc["warnings"], [])
+        return doc
+
+    def check_dump_of_a_child(self, **kwargs):
+        child = subprocess.Popen([sys.executable, "-c", SLEEPER_CODE], stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(child.stdout.readline(), b"ready\n")
+            deadline = time.monotonic() + 10
+            while True:
+                doc = pybpfprof.dump(pid=child.pid, **kwargs)
+                frames = doc["processes"][0]["threads"][0]["frames"]
+                if frames and frames[0]["line"] == 3 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+        finally:
+            child.kill()
+            child.wait()
+            child.stdout.close()
+        self.assertEqual(doc["processes"][0]["pid"], child.pid)
+        self.assertEqual(frames, [{"function": "<module>", "file": "<string>", "line": 3}])
 
     def assert_written_as_caller(self, path):
         st = os.stat(path)
@@ -526,6 +591,41 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
         self.assertEqual((r.data, r.samples, r.processes, r.threads, r.lost), (b"a;f 7\n", 7, 1, 1, 0))
         self.assertEqual(r.top, [(100.0, 100.0, "f", "/x.py:3")])
         self.assertIsNone(r.mode)
+
+    def test_dump_request_and_answer(self):
+        doc = {"processes": [{"pid": 5, "threads": []}], "warnings": []}
+
+        def script(conn, req):
+            ScriptedAgent.send(conn, {"type": "dump", "format": "json"}, [json.dumps(doc).encode()])
+            return "close"
+
+        a = self.agent(script)
+        self.assertEqual(pybpfprof.dump(pids=[5, 6], max_depth=7, socket_path=a.path), doc)
+        self.assertEqual(a.requests, [{"v": 1, "op": "dump", "pids": [5, 6], "max_depth": 7}])
+        a = self.agent(script)
+        pybpfprof.dump(all_python=True, socket_path=a.path, backend="agent")
+        self.assertEqual(a.requests, [{"v": 1, "op": "dump", "all_python": True}])
+
+    def test_dump_answers_that_are_not_dumps(self):
+        def older(conn, req):  # an agent older than dumps
+            ScriptedAgent.send(conn, {"type": "error", "code": "protocol", "message":
+                                      'field \'op\' must be one of "start", "snapshot", "stop", "status" (got "dump")'})
+            return "close"
+
+        with self.assertRaises(pybpfprof.ProfilingError) as cm:
+            pybpfprof.dump(pid=5, socket_path=self.agent(older).path)
+        self.assertEqual(cm.exception.code, "unsupported")
+        self.assertIn("older than pybpfprof.dump", cm.exception.message)
+        for answer, attachments in (({"type": "dump"}, [b"[1, 2]"]), ({"type": "dump"}, [b"{\"processes\": 1}"]),
+                                    ({"type": "dump"}, []), ({"type": "status", "sessions": []}, []),
+                                    ({"type": "dump"}, [b"[" * 9 + b"]" * 9])):  # nested deeper than a dump
+            def script(conn, req, answer=answer, attachments=attachments):
+                ScriptedAgent.send(conn, answer, attachments)
+                return "close"
+
+            with self.assertRaises(pybpfprof.ProfilingError) as cm:
+                pybpfprof.dump(pid=5, socket_path=self.agent(script).path)
+            self.assertEqual(cm.exception.code, "client_protocol", (answer, attachments))
 
     def test_the_mode_is_sent_only_when_not_cpu(self):
         started = {}
@@ -894,6 +994,40 @@ class AgentApi(Helpers):
             pybpfprof.merge([out("merged.speedscope.json")], out("again.json"))
         self.assertIn("not pybpfprof's own format", str(e.exception))
 
+    def test_dump_of_this_process_through_the_agent(self):
+        self.check_dump_of_self()
+        self.check_dump_of_self(backend="agent", max_depth=64)
+
+    def test_dump_of_a_child_through_the_agent(self):
+        self.check_dump_of_a_child(backend="agent")
+
+    def test_dump_refusals(self):
+        with self.assertRaises(pybpfprof.ProfilingError) as cm:
+            pybpfprof.dump(pid=1)
+        self.assertEqual(cm.exception.code, "forbidden")
+        self.assertIn("PID 1 (", cm.exception.message)
+        self.assertNotIn("\n", cm.exception.message)
+        with self.assertRaises(pybpfprof.ProfilingError) as cm:
+            pybpfprof.dump(pid=4194304)
+        self.assertEqual(cm.exception.code, "bad_input")
+        self.assertIn("no process has PID 4194304", cm.exception.message)
+        with self.assertRaises(ValueError):
+            pybpfprof.dump(pid=os.getpid(), all_python=True)
+        with self.assertRaises(ValueError):
+            pybpfprof.dump(max_depth=0)
+        with self.assertRaises(pybpfprof.AgentUnavailableError):
+            pybpfprof.dump(backend="agent", socket_path=out("no-agent.sock"))
+        # --all-python of this user: this process among them, nobody else's.
+        doc = pybpfprof.dump(all_python=True)
+        self.assertIn(os.getpid(), [p["pid"] for p in doc["processes"]])
+        for p in doc["processes"]:
+            try:
+                with open("/proc/%d/status" % p["pid"]) as f:
+                    uid_line = [l for l in f if l.startswith("Uid:")][0]
+            except FileNotFoundError:
+                continue  # exited since
+            self.assertEqual(uid_line.split()[1:], [str(os.getuid())] * 4, p["pid"])
+
     def test_agent_refusal(self):
         with self.assertRaises(pybpfprof.ProfilingError) as cm:
             pybpfprof.Session(pids=[1], children=False).start()
@@ -964,6 +1098,14 @@ class RootDirect(Helpers):
         with open(out("root-report.html"), "rb") as f:
             self.assertIn(b"hot_loop", f.read())
         self.assertIn("hot_loop", p._repr_html_())
+
+    def test_dump_without_agent(self):
+        self.check_dump_of_self()
+        self.check_dump_of_a_child(backend="direct")
+        with self.assertRaises(pybpfprof.ProfilingError) as cm:
+            pybpfprof.dump(pid=4194304)
+        self.assertEqual(cm.exception.code, "exit_2")
+        self.assertNotIn("\n", cm.exception.message)
 
     def test_a_session_left_running_ends_with_the_interpreter(self):
         code = ("import pybpfprof; s = pybpfprof.Session().start(); "

@@ -71,6 +71,52 @@ TEST(AgentProtocol, ParsesMinimalRequestOfEachOp) {
     EXPECT_EQ(r.start, expected);
 }
 
+// `dump`: a target (exactly one of pids, all_python, cgroups, with their start rules) and
+// max_depth; nothing else.
+TEST(AgentProtocol, DumpRequest) {
+    Request r = parse_ok(R"({"v":1,"op":"dump","pids":[42,7],"max_depth":16})");
+    EXPECT_EQ(r.op, Request::Op::Dump);
+    EXPECT_EQ(r.dump.pids, (std::vector<pid_t>{42, 7}));
+    EXPECT_EQ(r.dump.max_depth, 16);
+    EXPECT_EQ(r.start, StartRequest{});
+    r = parse_ok(R"({"v":1,"op":"dump","all_python":true})");
+    EXPECT_TRUE(r.dump.all_python);
+    r = parse_ok(R"({"v":1,"op":"dump","cgroups":["a/b"]})");
+    EXPECT_EQ(r.dump.cgroups, std::vector<std::string>{"a/b"});
+    for (const Request& q : {parse_ok(R"({"v":1,"op":"dump","pids":[1]})"), r})
+        EXPECT_EQ(parse_ok(encode_request(q)), q) << encode_request(q);
+
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump"})"),
+              "a dump request needs exactly one target field: 'pids', 'all_python' or 'cgroups' (got none)");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[1],"all_python":true})"),
+              "a dump request needs exactly one target field: 'pids', 'all_python' or 'cgroups' (got 'pids' and "
+              "'all_python')");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","launched_pid":5})"), "unknown field 'launched_pid' in a dump request");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[1],"rate_hz":5})"), "unknown field 'rate_hz' in a dump request");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[1,1]})"), "field 'pids' lists process 1 twice");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[0]})"),
+              "field 'pids[0]' must be an integer from 1 to 4194304 (got 0)");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[]})"),
+              "field 'pids' must be an array of 1 to 64 process IDs (got [])");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","all_python":false})"),
+              "field 'all_python' must be true (omit it otherwise) (got false)");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","pids":[1],"max_depth":1025})"),
+              "field 'max_depth' must be an integer from 0 to 1024 (got 1025)");
+    EXPECT_EQ(error_of(R"({"v":1,"op":"dump","cgroups":["a\u0007"]})"),
+              "field 'cgroups[0]' must be a string of 1 to 4096 bytes without control characters (got \"a\\u0007\")");
+    std::string many = R"({"v":1,"op":"dump","pids":[)";
+    for (int i = 1; i <= 65; i++) many += (i > 1 ? "," : "") + std::to_string(i);
+    EXPECT_NE(error_of(many + "]}").find("field 'pids' must be an array of 1 to 64 process IDs"), std::string::npos);
+    ErrorCode code;
+    std::string error;
+    EXPECT_FALSE(parse_request(R"({"v":1,"op":"dump","pids":"1"})", kFormats, r, error, code));
+    EXPECT_EQ(code, ErrorCode::BadInput);
+    EXPECT_FALSE(parse_request(R"({"v":1,"op":"dump","pids":[1],"x":1})", kFormats, r, error, code));
+    EXPECT_EQ(code, ErrorCode::Protocol);
+    json h = dump_header();
+    EXPECT_EQ(h, (json{{"v", 1}, {"type", "dump"}, {"format", "json"}}));
+}
+
 TEST(AgentProtocol, StartDefaults) {
     Request r = parse_ok(R"({"v":1,"op":"start","launched_pid":4194304})");
     const StartRequest& s = r.start;
@@ -194,13 +240,13 @@ TEST(AgentProtocol, RejectsMissingOrWrongVersion) {
 
 TEST(AgentProtocol, RejectsMissingOrUnknownOp) {
     EXPECT_EQ(error_of(R"({"v":1})"),
-              R"(field 'op' is missing: it must be one of "start", "snapshot", "stop", "status")");
+              R"(field 'op' is missing: it must be one of "start", "snapshot", "stop", "status", "dump")");
     EXPECT_EQ(error_of(R"({"v":1,"op":"START"})"),
-              R"(field 'op' must be one of "start", "snapshot", "stop", "status" (got "START"))");
+              R"(field 'op' must be one of "start", "snapshot", "stop", "status", "dump" (got "START"))");
     EXPECT_EQ(error_of(R"({"v":1,"op":1})"),
-              R"(field 'op' must be one of "start", "snapshot", "stop", "status" (got 1))");
+              R"(field 'op' must be one of "start", "snapshot", "stop", "status", "dump" (got 1))");
     EXPECT_EQ(error_of(R"({"v":1,"op":["status"]})"),
-              R"(field 'op' must be one of "start", "snapshot", "stop", "status" (got ["status"]))");
+              R"(field 'op' must be one of "start", "snapshot", "stop", "status", "dump" (got ["status"]))");
 }
 
 TEST(AgentProtocol, RejectsUnknownField) {

@@ -215,8 +215,8 @@ bool check_pid(const json& v, const std::string& name, pid_t& out, std::string& 
     return true;
 }
 
-const char* const kOps[] = {"start", "snapshot", "stop", "status"};
-const char* const kOpList = "\"start\", \"snapshot\", \"stop\", \"status\"";
+const char* const kOps[] = {"start", "snapshot", "stop", "status", "dump"};
+const char* const kOpList = "\"start\", \"snapshot\", \"stop\", \"status\", \"dump\"";
 
 const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> start = {"v",          "op",        "pids",   "all_python", "cgroups",
@@ -226,13 +226,78 @@ const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> snapshot = {"v", "op", "format", "report"};
     static const std::set<std::string> stop = {"v", "op", "output_name"};
     static const std::set<std::string> status = {"v", "op"};
+    static const std::set<std::string> dump = {"v", "op", "pids", "all_python", "cgroups", "max_depth"};
     switch (op) {
         case Request::Op::Start: return start;
         case Request::Op::Snapshot: return snapshot;
         case Request::Op::Stop: return stop;
+        case Request::Op::Dump: return dump;
         case Request::Op::Status: break;
     }
     return status;
+}
+
+// The target fields a start and a dump share: 'pids', 'all_python', 'cgroups' (when present).
+bool parse_targets(const json& obj, std::vector<pid_t>& pids, bool& all_python, std::vector<std::string>& cgroups,
+                   std::string& error) {
+    if (auto it = obj.find("pids"); it != obj.end()) {
+        const json& v = *it;
+        if (!v.is_array() || v.empty() || v.size() > kMaxPids)
+            return fail(error, "field 'pids' must be an array of 1 to " + std::to_string(kMaxPids) + " process IDs" +
+                                   got_text(v));
+        for (size_t i = 0; i < v.size(); i++) {
+            pid_t pid;
+            if (!check_pid(v[i], "pids[" + std::to_string(i) + "]", pid, error)) return false;
+            if (std::find(pids.begin(), pids.end(), pid) != pids.end())
+                return fail(error, "field 'pids' lists process " + std::to_string(pid) + " twice");
+            pids.push_back(pid);
+        }
+    }
+    if (auto it = obj.find("all_python"); it != obj.end()) {
+        if (!it->is_boolean() || !it->get<bool>())
+            return fail(error, "field 'all_python' must be true (omit it otherwise)" + got_text(*it));
+        all_python = true;
+    }
+    if (auto it = obj.find("cgroups"); it != obj.end()) {
+        const json& v = *it;
+        if (!v.is_array() || v.empty() || v.size() > kMaxCgroups)
+            return fail(error, "field 'cgroups' must be an array of 1 to " + std::to_string(kMaxCgroups) +
+                                   " cgroup names" + got_text(v));
+        for (size_t i = 0; i < v.size(); i++) {
+            const json& e = v[i];
+            if (!e.is_string() || e.get_ref<const std::string&>().empty() ||
+                e.get_ref<const std::string&>().size() > kMaxCgroupBytes || !no_controls(e.get_ref<const std::string&>()))
+                return fail(error, "field 'cgroups[" + std::to_string(i) + "]' must be a string of 1 to " +
+                                       std::to_string(kMaxCgroupBytes) + " bytes without control characters" +
+                                       got_text(e));
+            cgroups.push_back(e.get<std::string>());
+        }
+    }
+    return true;
+}
+
+bool parse_max_depth(const json& obj, int& out, std::string& error) {
+    auto it = obj.find("max_depth");
+    if (it == obj.end()) return true;
+    int64_t d;
+    if (!get_int(*it, 0, PBP_MAX_DEPTH, d))
+        return fail(error, "field 'max_depth' must be an integer from 0 to " + std::to_string(PBP_MAX_DEPTH) +
+                               got_text(*it));
+    out = static_cast<int>(d);
+    return true;
+}
+
+bool parse_dump(const json& obj, DumpStacksRequest& d, std::string& error) {
+    std::vector<std::string> kinds;
+    for (const char* k : {"pids", "all_python", "cgroups"})
+        if (obj.contains(k)) kinds.emplace_back(k);
+    if (kinds.size() != 1) {
+        std::string which = kinds.empty() ? "none" : "'" + kinds[0] + "' and '" + kinds[1] + "'";
+        if (kinds.size() > 2) which += " and more";
+        return fail(error, "a dump request needs exactly one target field: 'pids', 'all_python' or 'cgroups' (got " +
+                               which + ")");
+    }
+    return parse_targets(obj, d.pids, d.all_python, d.cgroups, error) && parse_max_depth(obj, d.max_depth, error);
 }
 
 bool parse_start(const json& obj, const std::vector<std::string>& formats, StartRequest& s, std::string& error) {
@@ -247,39 +312,7 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
                     "a start request needs exactly one target field: 'pids', 'all_python', 'cgroups' or "
                     "'launched_pid' (got " + which + ")");
     }
-    if (auto it = obj.find("pids"); it != obj.end()) {
-        const json& v = *it;
-        if (!v.is_array() || v.empty() || v.size() > kMaxPids)
-            return fail(error, "field 'pids' must be an array of 1 to " + std::to_string(kMaxPids) + " process IDs" +
-                                   got_text(v));
-        for (size_t i = 0; i < v.size(); i++) {
-            pid_t pid;
-            if (!check_pid(v[i], "pids[" + std::to_string(i) + "]", pid, error)) return false;
-            if (std::find(s.pids.begin(), s.pids.end(), pid) != s.pids.end())
-                return fail(error, "field 'pids' lists process " + std::to_string(pid) + " twice");
-            s.pids.push_back(pid);
-        }
-    }
-    if (auto it = obj.find("all_python"); it != obj.end()) {
-        if (!it->is_boolean() || !it->get<bool>())
-            return fail(error, "field 'all_python' must be true (omit it otherwise)" + got_text(*it));
-        s.all_python = true;
-    }
-    if (auto it = obj.find("cgroups"); it != obj.end()) {
-        const json& v = *it;
-        if (!v.is_array() || v.empty() || v.size() > kMaxCgroups)
-            return fail(error, "field 'cgroups' must be an array of 1 to " + std::to_string(kMaxCgroups) +
-                                   " cgroup names" + got_text(v));
-        for (size_t i = 0; i < v.size(); i++) {
-            const json& e = v[i];
-            if (!e.is_string() || e.get_ref<const std::string&>().empty() ||
-                e.get_ref<const std::string&>().size() > kMaxCgroupBytes || !no_controls(e.get_ref<const std::string&>()))
-                return fail(error, "field 'cgroups[" + std::to_string(i) + "]' must be a string of 1 to " +
-                                       std::to_string(kMaxCgroupBytes) + " bytes without control characters" +
-                                       got_text(e));
-            s.cgroups.push_back(e.get<std::string>());
-        }
-    }
+    if (!parse_targets(obj, s.pids, s.all_python, s.cgroups, error)) return false;
     if (auto it = obj.find("launched_pid"); it != obj.end())
         if (!check_pid(*it, "launched_pid", s.launched_pid, error)) return false;
     if (auto it = obj.find("children"); it != obj.end()) {
@@ -309,13 +342,7 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
     if (auto it = obj.find("duration_s"); it != obj.end())
         if (!get_number(*it, 0, kMaxDurationS, s.duration_s))
             return fail(error, "field 'duration_s' must be a number of seconds from 0 to 2678400 (31 days)" + got_text(*it));
-    if (auto it = obj.find("max_depth"); it != obj.end()) {
-        int64_t d;
-        if (!get_int(*it, 0, PBP_MAX_DEPTH, d))
-            return fail(error, "field 'max_depth' must be an integer from 0 to " + std::to_string(PBP_MAX_DEPTH) +
-                                   got_text(*it));
-        s.max_depth = static_cast<int>(d);
-    }
+    if (!parse_max_depth(obj, s.max_depth, error)) return false;
     if (auto it = obj.find("format"); it != obj.end())
         if (!check_format(*it, formats, s.format, error)) return false;
     if (!check_bool(obj, "report", s.report, error)) return false;
@@ -392,6 +419,7 @@ bool parse_validated(std::string_view text, const std::vector<std::string>& form
                 out.stop.output_name = it->get<std::string>();
             }
             return true;
+        case Request::Op::Dump: return parse_dump(root, out.dump, error);
         case Request::Op::Status: return true;
     }
     return true;
@@ -535,6 +563,14 @@ std::string encode_request(const Request& r) {
         case Request::Op::Stop:
             if (!r.stop.output_name.empty()) j["output_name"] = r.stop.output_name;
             break;
+        case Request::Op::Dump: {
+            const DumpStacksRequest& d = r.dump;
+            if (!d.pids.empty()) j["pids"] = d.pids;
+            if (d.all_python) j["all_python"] = true;
+            if (!d.cgroups.empty()) j["cgroups"] = d.cgroups;
+            j["max_depth"] = d.max_depth;
+            break;
+        }
         case Request::Op::Status: break;
     }
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -668,6 +704,12 @@ json progress_header(double elapsed_s, uint64_t samples, uint64_t processes, uin
 json done_header(std::string_view reason) {
     json h = header("done");
     h["reason"] = reason;
+    return h;
+}
+
+json dump_header() {
+    json h = header("dump");
+    h["format"] = "json";
     return h;
 }
 

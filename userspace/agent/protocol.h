@@ -76,15 +76,25 @@ struct StopRequest {
     std::string output_name;  // empty: not given
     bool operator==(const StopRequest&) const = default;
 };
+// `pybpfprof dump` through the agent: every thread's current stack of the targets, read once
+// and answered at once (no session). The target: exactly one of pids, all_python, cgroups.
+struct DumpStacksRequest {
+    std::vector<pid_t> pids;
+    bool all_python = false;
+    std::vector<std::string> cgroups;
+    int max_depth = 0;  // 0: as BPF walks (PBP_MAX_DEPTH)
+    bool operator==(const DumpStacksRequest&) const = default;
+};
 struct Request {
-    enum class Op { Start, Snapshot, Stop, Status } op = Op::Status;
+    enum class Op { Start, Snapshot, Stop, Status, Dump } op = Op::Status;
     StartRequest start;
     SnapshotRequest snapshot;
     StopRequest stop;
+    DumpStacksRequest dump;
     bool operator==(const Request&) const = default;
 };
 
-// "start", "snapshot", "stop", "status".
+// "start", "snapshot", "stop", "status", "dump".
 const char* op_name(Request::Op op);
 
 // Strict parse + validation of one request frame's payload (JSON text, at most
@@ -155,6 +165,12 @@ nlohmann::json event_header(const Event& event);
 
 nlohmann::json progress_header(double elapsed_s, uint64_t samples, uint64_t processes, uint64_t lost);
 nlohmann::json done_header(std::string_view reason);
+// The answer to a dump request: {"v":1,"type":"dump","format":"json"}, whose one attachment
+// is the dump as the JSON document of docs/dump.md.
+nlohmann::json dump_header();
+// The deepest nesting of that document (processes[].threads[].frames[] objects), for a
+// client's parse_json_strict.
+constexpr size_t kMaxDumpDepth = 8;
 // The header of a profile whose attachments are the profile and, when report, the HTML
 // report. summary is passed through as it is (an object: "lines", "exit_code", ...).
 nlohmann::json profile_header(std::string_view format, bool final, bool report, nlohmann::json summary);

@@ -19,6 +19,8 @@
 
 #include "agent/access.h"
 #include "agent/protocol.h"
+#include "cli/dump_output.h"
+#include "engine/dump.h"
 #include "engine/engine.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
@@ -153,6 +155,10 @@ private:
         size_t out_off = 0;
         bool want_out = false;
         bool closing = false;  // close once 'out' is written
+        // A dump was answered: the frames after it wait for the loop's next turn, so that one
+        // client's stream of dumps (each reads processes for milliseconds) never holds the
+        // loop, and the sessions' samples are drained between them.
+        bool dumped = false, more = false;
         uint64_t last_rx_ns = 0, closing_since_ns = 0, last_progress_ns = 0;
         // The session (one per connection).
         bool started = false;
@@ -171,9 +177,11 @@ private:
 
     void accept_all();
     void on_readable(Conn& c);
+    bool take_frames(Conn& c);
     void on_writable(Conn& c);
     void handle(Conn& c, const std::string& frame);
     void start(Conn& c, const StartRequest& r);
+    void dump(Conn& c, const DumpStacksRequest& r);
     void send_profile(Conn& c, const Profile& p, const std::string& format, bool report, bool final,
                       const RunFacts* facts);
     void status(Conn& c);
@@ -330,7 +338,7 @@ void Server::accept_all() {
 
 void Server::on_readable(Conn& c) {
     char buf[65536];
-    for (int rounds = 0; rounds < 16 && !c.closing; rounds++) {
+    for (int rounds = 0; rounds < 16 && !c.closing && !c.more; rounds++) {
         ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n == 0) {
             close_conn(c.fd);  // EOF: the client is gone
@@ -344,16 +352,27 @@ void Server::on_readable(Conn& c) {
         }
         c.last_rx_ns = mono_ns();
         c.reader.push(buf, static_cast<size_t>(n));
-        std::string frame, error;
-        for (;;) {
-            auto r = c.reader.next(frame, error);
-            if (r == FrameReader::Next::NeedMore) break;
-            if (r == FrameReader::Next::Error) {
-                fail(c, "protocol", error, true);
-                return;
-            }
-            handle(c, frame);
-            if (c.closing) return;
+        if (!take_frames(c) || c.more) return;  // frames left wait; nothing more is read until then
+    }
+}
+
+// Handles c's complete frames, up to and including a dump. false: the connection is closing.
+bool Server::take_frames(Conn& c) {
+    std::string frame, error;
+    c.more = false;
+    for (;;) {
+        auto r = c.reader.next(frame, error);
+        if (r == FrameReader::Next::NeedMore) return true;
+        if (r == FrameReader::Next::Error) {
+            fail(c, "protocol", error, true);
+            return false;
+        }
+        c.dumped = false;
+        handle(c, frame);
+        if (c.closing) return false;
+        if (c.dumped) {
+            c.more = true;  // perhaps: the reader says at the next turn
+            return true;
         }
     }
 }
@@ -370,6 +389,10 @@ void Server::handle(Conn& c, const std::string& frame) {
     switch (r.op) {
         case Request::Op::Status:
             status(c);
+            break;
+        case Request::Op::Dump:
+            dump(c, r.dump);
+            c.dumped = true;
             break;
         case Request::Op::Start:
             if (c.started) {
@@ -495,6 +518,55 @@ void Server::start(Conn& c, const StartRequest& r) {
     c.capped = capped;
 }
 
+// Every thread's stack of the caller's processes, read now and sent back as the JSON document
+// of docs/dump.md (the client renders it). Each target passes the profiling rule before it
+// is read and again after (engine/dump.h); nothing is written anywhere for the caller. The
+// connection stays open, with or without a session.
+void Server::dump(Conn& c, const DumpStacksRequest& r) {
+    const Caller caller = c.caller;
+    const std::string who = "uid " + std::to_string(caller.uid) + (caller.user.empty() ? "" : " (" + caller.user + ")");
+    if (!r.cgroups.empty() && !c.admin) {
+        fail(c, "forbidden",
+             "--cgroup needs root or membership of the agent's admin group" +
+                 (cfg_.admin_group.empty() ? std::string(" (none is configured: the agent's --admin-group)")
+                                           : " (" + cfg_.admin_group + ")") +
+                 "; dump your own processes with --pid or --all-python",
+             false);
+        return;
+    }
+    pbp::DumpRequest req;
+    req.pids = r.pids;
+    req.all_python = r.all_python;
+    req.cgroups = r.cgroups;
+    req.node_root = cfg_.node_root;
+    req.max_depth = r.max_depth;
+    if (!c.admin) {
+        Policy policy = policy_;
+        // A PID with no process (or a thread's ID) is bad input, as in a direct dump; the
+        // rule below refuses it too, should it come back meanwhile.
+        for (pid_t pid : r.pids)
+            if (std::string why; may_profile(caller, policy, pid, why) == Verdict::Gone) {
+                fail(c, "bad_input", why + "; check the PID (ps -u " + caller.user + " lists your processes)", false);
+                return;
+            }
+        req.admit = [caller, policy](pid_t pid, std::string& why) {
+            return may_profile(caller, policy, pid, why) == Verdict::Allowed;
+        };
+    }
+    DumpResult result;
+    Status st = gather_dump(req, result);
+    if (!st.ok()) {
+        log("dump refused for " + who + " (pid " + std::to_string(caller.pid) + "): " + st.message);
+        fail(c, failure_code(st.failure), st.message, false);
+        return;
+    }
+    size_t threads = 0;
+    for (const auto& p : result.processes) threads += p.threads.size();
+    log("dump for " + who + " (pid " + std::to_string(caller.pid) + "): " + std::to_string(result.processes.size()) +
+        (result.processes.size() == 1 ? " process, " : " processes, ") + std::to_string(threads) + " threads");
+    send(c, dump_header(), {dump_json(result).dump(-1, ' ', false, json::error_handler_t::replace)});
+}
+
 // Ends c's session in the engine now (its targets are released) and keeps its profile.
 void Server::finish_session(Conn& c, std::string reason) {  // by value: it may be the session's own
     if (!c.session) return;
@@ -612,7 +684,8 @@ void Server::run(const std::atomic<int>& stop) {
     while (!stop) {
         bool woke = false;
         bool any_session = std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; });
-        int timeout = any_session || accept_paused_until_ ? 50 : 1000;
+        bool frames_wait = std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->more; });
+        int timeout = frames_wait ? 0 : any_session || accept_paused_until_ ? 50 : 1000;
         int n = epoll_wait(epfd_, evs, 64, timeout);
         if (n < 0 && errno != EINTR) {
             log(std::string("epoll_wait failed: ") + strerror(errno));
@@ -645,6 +718,14 @@ void Server::run(const std::atomic<int>& stop) {
                 }
                 on_readable(c);
             }
+        }
+        // The frames that waited behind a dump: the next ones, up to one more dump per connection.
+        if (frames_wait) {
+            std::vector<int> waiting;
+            for (auto& [fd, c] : conns_)
+                if (c->more && !c->closing) waiting.push_back(fd);
+            for (int fd : waiting)
+                if (auto it = conns_.find(fd); it != conns_.end()) take_frames(*it->second);
         }
         if (woke || any_session ||
             std::any_of(conns_.begin(), conns_.end(), [](auto& kv) { return kv.second->session; })) {

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "agent/protocol.h"
+#include "cli/dump_output.h"
 #include "cli/outputs.h"
 #include "cli/record.h"
 #include "cli/terminal.h"
@@ -228,6 +229,44 @@ int run_via_agent(const Options& o, const std::string& path) {
         o, outcome, *exporter, out_path, [&](std::ostream& f) { f.write(body.data(), static_cast<std::streamsize>(body.size())); },
         [&](std::ostream& f) { f.write(report.data(), static_cast<std::streamsize>(report.size())); },
         Knobs::from_environment().tmpdir);
+}
+
+Status dump_via_agent(const DumpRequest& r, const std::string& path, DumpResult& out) {
+    std::string error;
+    int fd = connect_to(path, error);
+    if (fd < 0) return Status::cannot_profile(error);
+    agent::Request req;
+    req.op = agent::Request::Op::Dump;
+    req.dump.pids = r.pids;
+    req.dump.all_python = r.all_python;
+    req.dump.cgroups = r.cgroups;
+    req.dump.max_depth = r.max_depth;
+    agent::Message m;
+    // A dump of many processes is read before the agent answers: allow it time.
+    const bool talked = agent::write_all(fd, agent::frame(agent::encode_request(req)), error) &&
+                        agent::read_message(fd, m, error, 120000);
+    close(fd);
+    if (!talked) return Status::cannot_profile("the agent did not answer the dump: " + error);
+    const std::string type = m.header.value("type", "");
+    if (type == "error") {
+        const std::string code = m.header.value("code", "");
+        std::string message = m.header.value("message", "the agent refused the dump");
+        // An agent older than dumps refuses the op itself: say so, not its protocol error.
+        if (code == "protocol" && message.find("(got \"dump\")") != std::string::npos)
+            return Status::cannot_profile("the agent at " + path + " is older than pybpfprof dump (it answered: " +
+                                          message + "); restart it with this version of pybpfprof");
+        if (code == "bad_input" || code == "protocol") return Status::bad_input(message);
+        if (code == "forbidden") return Status::forbidden(message);
+        return Status::cannot_profile(message);
+    }
+    nlohmann::json doc;
+    if (type != "dump" || m.attachments.size() != 1)
+        return Status::cannot_profile("the agent's answer to the dump is not a dump (type '" + type + "'); restart the agent "
+                                      "with this version of pybpfprof");
+    if (!agent::parse_json_strict(m.attachments[0], agent::kMaxDumpDepth, doc, error) ||
+        !dump_from_json(doc, out, error))
+        return Status::cannot_profile("the agent's dump cannot be read: " + error);
+    return {};
 }
 
 int agent_status(const std::string& path) {

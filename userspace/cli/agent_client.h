@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/options.h"
+#include "engine/dump.h"
 
 namespace pbp {
 
@@ -17,6 +18,11 @@ bool agent_reachable(const std::string& path);
 
 // Runs the options' profile through the agent at path. Returns the exit code.
 int run_via_agent(const Options& o, const std::string& path);
+
+// `pybpfprof dump` through the agent at path: the agent reads the stacks of the caller's own
+// processes and sends the dump back (docs/dump.md's JSON document), read into out. The
+// agent's refusals keep their kind (bad input, forbidden, cannot profile).
+Status dump_via_agent(const DumpRequest& req, const std::string& path, DumpResult& out);
 
 // `pybpfprof agent status`: the sessions the caller may see (all of them for root).
 int agent_status(const std::string& path);

@@ -1,8 +1,11 @@
 #include "cli/dump_command.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/agent_client.h"
 #include "cli/dump_output.h"
 #include "cli/options.h"
 #include "engine/dump.h"
@@ -15,8 +18,9 @@ namespace {
 constexpr int kExitCannot = 1, kExitBadInput = 2;
 
 constexpr const char* kDumpExitCodes =
-    "Exit codes: 0 ok; 1 cannot read the processes (not root); 2 bad input (arguments, a PID that does not exist\n"
-    "or is not CPython, an unknown cgroup, no CPython process found).";
+    "Exit codes: 0 ok; 1 cannot read the processes (not root and no agent, or a process the agent does not let\n"
+    "you read); 2 bad input (arguments, a PID that does not exist or is not CPython, an unknown cgroup, no\n"
+    "CPython process found).";
 
 int err(const std::string& msg, int code) {
     std::cerr << "pybpfprof dump: " << msg << "\n";
@@ -24,6 +28,18 @@ int err(const std::string& msg, int code) {
 }
 
 }  // namespace
+
+Status obtain_dump(const DumpRequest& req, DumpResult& out) {
+    // Reading another process's memory needs root here; otherwise the agent reads it, for the
+    // caller's own processes, when one runs.
+    if (geteuid() == 0) return gather_dump(req, out);
+    const std::string socket = agent_socket_path();
+    if (agent_reachable(socket)) return dump_via_agent(req, socket, out);
+    return Status::cannot_profile(
+        "reading another process's Python stacks needs root, or the pybpfprof agent: run it with sudo, or have an "
+        "administrator start the agent once (sudo systemctl enable --now pybpfprof-agent), after which you can dump "
+        "your own processes as you are; no agent answers at " + socket);
+}
 
 int dump_command(int argc, char** argv) {
     CLI::App app{"pybpfprof dump: print every thread's current Python stack (asleep or not) of running CPython\n"
@@ -36,7 +52,8 @@ int dump_command(int argc, char** argv) {
     bool json = false;
     std::string max_depth;
     app.add_option("-p,--pid", pids, "Dump this running process (repeatable)");
-    app.add_flag("-a,--all-python", req.all_python, "Dump every CPython process on the machine");
+    app.add_flag("-a,--all-python", req.all_python,
+                 "Dump every CPython process on the machine (through the agent: every one of yours)");
     app.add_option("-c,--cgroup", req.cgroups,
                    "Dump every Python process in this cgroup v2 (a path, absolute or relative to the cgroup2 mount), "
                    "Kubernetes pod (UID or namespace/name) or container (ID or unique prefix) (repeatable)");
@@ -66,7 +83,7 @@ int dump_command(int argc, char** argv) {
     if (modes > 1) return err("choose one of --pid and --all-python/--cgroup, not both", kExitBadInput);
 
     DumpResult dump;
-    Status st = gather_dump(req, dump);
+    Status st = obtain_dump(req, dump);
     if (!st.ok()) return err(st.message, st.failure == Failure::BadInput ? kExitBadInput : kExitCannot);
     if (json) {
         std::cout << dump_json(dump).dump(2) << "\n";

@@ -8,7 +8,8 @@
 // cannot honour yet (--native, --function, --nolineno, -f chrometrace) are a one-line error naming the option and
 // why, exit 2, before anything runs: a tool that shows the command's error output only when
 // it fails (Ray's dashboard does) would otherwise show a profile that is not what was asked,
-// with the warning hidden. `dump` and `top` are not available yet: one line, exit 2.
+// with the warning hidden. `dump` is cli/pyspy_dump.h's; `top` is not available yet: one line,
+// exit 2.
 #pragma once
 #include "cli/options.h"
 

@@ -73,6 +73,7 @@ std::string fix_now(const std::string& fix) {
 bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::string& gone) {
     out.pid = t.pid;
     out.command = procfs::cmdline(t.pid);
+    out.exe = procfs::exe(t.pid);
     out.version = t.layout.version.str() + (t.layout.free_threaded ? "t" : "");
     out.python = t.describe();
     out.gil_note = t.gil_unknown;
@@ -173,6 +174,8 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
     std::vector<PythonTarget> targets;
     std::set<pid_t> have;
     for (pid_t pid : req.pids) {
+        // Asked before anything of the process is read, as a session's --pid.
+        if (std::string why; req.admit && !req.admit(pid, why)) return Status::forbidden(why);
         std::optional<PythonTarget> t;
         if (Status st = discover_pid(d, pid, t); !st.ok()) return st;
         if (have.insert(pid).second) targets.push_back(*t);
@@ -192,10 +195,15 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
     }
     for (pid_t pid : scan) {
         if (pid == getpid() || have.count(pid)) continue;
+        if (std::string why; req.admit && !req.admit(pid, why)) continue;
         auto r = d.discover(pid);
         if (r.status == Discovery::Python && have.insert(pid).second) targets.push_back(*r.target);
     }
     if (targets.empty()) {
+        if (req.admit)
+            return Status::bad_input("no CPython process of yours is running" +
+                                     std::string(req.cgroups.empty() ? "" : " in the given cgroup") +
+                                     " (the agent dumps only your own processes); start one, or pass its PID with --pid");
         if (!req.cgroups.empty())
             return Status::bad_input("no CPython process in the given cgroup; check the cgroup, or dump them all with "
                                      "--all-python");
@@ -206,6 +214,14 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
         std::string gone;
         if (!dump_process(t, req.max_depth, p, gone)) {
             out.warnings.push_back("PID " + std::to_string(t.pid) + ": not dumped: " + gone);
+            continue;
+        }
+        // Asked again once read: the process may have exited and its PID gone to someone
+        // else's, or changed its ids, while it was read. What was read is then dropped.
+        if (std::string why; req.admit && !req.admit(t.pid, why)) {
+            const bool asked = std::find(req.pids.begin(), req.pids.end(), t.pid) != req.pids.end();
+            if (asked) return Status::forbidden(why);
+            out.warnings.push_back("PID " + std::to_string(t.pid) + ": not dumped: it is no longer yours to dump");
             continue;
         }
         out.processes.push_back(std::move(p));

@@ -20,6 +20,10 @@ struct DumpRequest {
     std::vector<std::string> cgroups;  // --cgroup: paths, pod UIDs, namespace/name, container IDs
     std::string node_root = "/";
     int max_depth = 0;                 // 0 = PBP_MAX_DEPTH, as BPF
+    // Which processes may be dumped (the agent: the caller's own, agent/access.h); empty: any.
+    // Asked before a process is read and again after: a --pid refused is an error, a process
+    // of --all-python or --cgroup refused is left out.
+    AdmitRule admit;
 };
 
 // Whether a thread holds the GIL, read once per process right after its stacks.
@@ -50,6 +54,7 @@ struct DumpProcess {
     pid_t pid = 0;
     pid_t ns_pid = 0;        // PID in its own namespace; 0 = the same namespace as ours
     std::string command;     // its command line
+    std::string exe;         // /proc/PID/exe ("" when it cannot be read)
     std::string version;     // "3.11.2", "3.13.1t"
     std::string python;      // PythonTarget::describe(): version and the ELF holding the runtime
     std::string gil_note;    // why no thread's GIL state is known; "" when it is
