@@ -25,6 +25,7 @@ void write_dump_text(const DumpResult& dump, std::ostream& out) {
             out << "\nThread " << (t.tid ? std::to_string(t.tid) : std::string("?"));
             if (t.ns_tid) out << " (" << t.ns_tid << " in its namespace)";
             out << " \"" << t.name << "\"";
+            if (!t.os_name.empty() && t.os_name != t.name) out << " (OS name \"" << t.os_name << "\")";
             if (t.tid) out << " " << dump_state_name(t.state);
             if (!t.python) {
                 out << ", native (no Python thread state)\n";
@@ -59,6 +60,7 @@ nlohmann::json dump_json(const DumpResult& dump) {
                 {"tid", t.tid},
                 {"ns_tid", t.ns_tid ? nlohmann::json(t.ns_tid) : nlohmann::json(nullptr)},
                 {"name", t.name},
+                {"os_name", t.os_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.os_name)},
                 {"state", t.tid ? nlohmann::json(dump_state_name(t.state)) : nlohmann::json(nullptr)},
                 {"python", t.python},
                 {"gil", t.python && t.gil != DumpGil::Unknown ? nlohmann::json(t.gil == DumpGil::Held)
