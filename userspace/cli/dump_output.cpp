@@ -25,7 +25,6 @@ void write_dump_text(const DumpResult& dump, std::ostream& out) {
             out << "\nThread " << (t.tid ? std::to_string(t.tid) : std::string("?"));
             if (t.ns_tid) out << " (" << t.ns_tid << " in its namespace)";
             out << " \"" << t.name << "\"";
-            if (!t.os_name.empty() && t.os_name != t.name) out << " (OS name \"" << t.os_name << "\")";
             if (t.tid) out << " " << dump_state_name(t.state);
             if (!t.python) {
                 out << ", native (no Python thread state)\n";
