@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -83,6 +84,20 @@ TEST_P(ThreadNames, PythonNamesInEveryOutput) {
     target.signal(SIGUSR2);
     EXPECT_EQ(target.wait(60), 0) << target.err();
 
+    {  // the text summary: the threads by time, by name
+        const std::string err = prof.err();
+        auto at = err.find("Threads by time (");
+        ASSERT_NE(at, std::string::npos) << err;
+        std::set<std::string> have;
+        std::istringstream lines(err.substr(at));
+        std::string line;
+        std::getline(lines, line);
+        while (std::getline(lines, line) && line.rfind("  ", 0) == 0) {
+            auto s = line.find(" s  "), tid = line.rfind(" (tid ");
+            if (s != std::string::npos && tid != std::string::npos && tid > s) have.insert(line.substr(s + 4, tid - s - 4));
+        }
+        expect_names(have, "text summary");
+    }
     {  // dump --json
         auto d = nlohmann::json::parse(dump.out);
         ASSERT_EQ(d["processes"].size(), 1u) << dump.out;
