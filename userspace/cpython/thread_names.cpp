@@ -45,7 +45,7 @@ uint64_t find_active(MemoryReader& mem, const ObjectLayout& lay, uint64_t interp
 }  // namespace
 
 bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayout& lay, ThreadNameCache& cache,
-                       std::map<uint64_t, std::string>& out, std::string& err) {
+                       std::map<uint64_t, std::string>& out, std::string& err, const std::set<uint64_t>* wanted) {
     out.clear();
     err.clear();
     if (lay.interp_modules == PBP_OFF_NONE || lay.dict_ma_keys == PBP_OFF_NONE) {
@@ -66,7 +66,7 @@ bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayo
         if (active && read_dict_items(mem, lay, active, items, kMaxThreads)) {
             for (const auto& it : items) {
                 auto ident = read_uint(mem, lay, it.key);
-                if (!ident || out.count(*ident)) continue;
+                if (!ident || out.count(*ident) || (wanted && !wanted->count(*ident))) continue;
                 const uint64_t name = read_instance_attr(mem, lay, it.value, "_name");
                 if (auto s = read_unicode(mem, lay, name, kMaxNameLen); s && !s->empty()) out[*ident] = *s;
             }
@@ -77,14 +77,18 @@ bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayo
 }
 
 bool read_thread_names_by_tid(pid_t pid, const pbp_proc& proc, const ObjectLayout& lay, ThreadNameCache& cache,
-                              std::map<uint32_t, std::string>& out, std::string& err) {
+                              std::map<uint32_t, std::string>& out, std::string& err, const std::set<uint32_t>* tids) {
     out.clear();
     ProcessMemory mem(pid);
-    std::map<uint64_t, std::string> by_ident;
-    if (!read_thread_names(mem, proc, lay, cache, by_ident, err)) return false;
-    if (by_ident.empty()) return true;
+    // The thread states first: their idents are the only ones worth reading a name for.
     std::vector<ThreadStack> threads;
     if (!read_thread_stacks(mem, pid, proc, threads, err, /*walk_frames=*/false)) return false;
+    std::set<uint64_t> wanted;
+    for (const auto& t : threads)
+        if (t.tid && (!tids || tids->count(t.tid))) wanted.insert(t.thread_id);
+    if (wanted.empty()) return true;
+    std::map<uint64_t, std::string> by_ident;
+    if (!read_thread_names(mem, proc, lay, cache, by_ident, err, &wanted)) return false;
     for (const auto& t : threads) {
         auto it = by_ident.find(t.thread_id);
         if (t.tid && it != by_ident.end()) out.emplace(t.tid, it->second);

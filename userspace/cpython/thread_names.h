@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "cpython/layout.h"
@@ -25,15 +26,18 @@ struct ThreadNameCache {
     std::map<uint64_t, uint64_t> active;  // PyInterpreterState* -> threading._active
 };
 
-// ident -> name for every thread in threading._active, in every interpreter. False (err says
-// why) when the interpreter list cannot be read or the layout has no thread-name offsets; an
-// interpreter that has not imported threading adds nothing.
+// ident -> name for every thread in threading._active, in every interpreter (only those in
+// 'wanted' when given: the others cost one read each). False (err says why) when the
+// interpreter list cannot be read or the layout has no thread-name offsets; an interpreter
+// that has not imported threading adds nothing.
 bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayout& lay, ThreadNameCache& cache,
-                       std::map<uint64_t, std::string>& out, std::string& err);
+                       std::map<uint64_t, std::string>& out, std::string& err,
+                       const std::set<uint64_t>* wanted = nullptr);
 
-// Host tid -> Python name for pid's threads (its thread states' thread_id matched to tids as
-// read_thread_stacks does, without walking frames).
+// Host tid -> Python name for pid's threads (only those in 'tids' when given): its thread
+// states' thread_id matched to tids as read_thread_stacks does, without walking frames.
 bool read_thread_names_by_tid(pid_t pid, const pbp_proc& proc, const ObjectLayout& lay, ThreadNameCache& cache,
-                              std::map<uint32_t, std::string>& out, std::string& err);
+                              std::map<uint32_t, std::string>& out, std::string& err,
+                              const std::set<uint32_t>* tids = nullptr);
 
 }  // namespace pbp::cpython

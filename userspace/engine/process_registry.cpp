@@ -29,9 +29,12 @@ void ProcessRegistry::read_python_names(uint32_t pid, bool force) {
     // A burst of new threads costs one read: they are named by the next one otherwise.
     if (!force && n.read_ns && now - n.read_ns < 200000000ULL) return;
     n.read_ns = now;
+    std::set<uint32_t> tids;  // the threads seen: no other name is ever shown
+    if (auto p = meta_.processes.find(pid); p != meta_.processes.end())
+        for (const auto& [tid, _] : p->second.threads) tids.insert(tid);
     std::string err;
     std::map<uint32_t, std::string> names;
-    if (cpython::read_thread_names_by_tid(static_cast<pid_t>(pid), n.proc, n.layout, n.cache, names, err))
+    if (cpython::read_thread_names_by_tid(static_cast<pid_t>(pid), n.proc, n.layout, n.cache, names, err, &tids))
         n.by_tid = std::move(names);  // (a process that could not be read keeps the last names)
     else if (n.layout.interp_modules == PBP_OFF_NONE)
         n.failed = true;
