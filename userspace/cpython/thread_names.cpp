@@ -80,18 +80,26 @@ bool read_thread_names_by_tid(pid_t pid, const pbp_proc& proc, const ObjectLayou
                               std::map<uint32_t, std::string>& out, std::string& err, const std::set<uint32_t>* tids) {
     out.clear();
     ProcessMemory mem(pid);
-    // The thread states first: their idents are the only ones worth reading a name for.
-    std::vector<ThreadStack> threads;
-    if (!read_thread_stacks(mem, pid, proc, threads, err, /*walk_frames=*/false)) return false;
+    // The thread states first (unless every tid asked for is known): their idents are the
+    // only ones worth reading a name for.
+    bool walk = !tids;
+    for (uint32_t tid : tids ? *tids : std::set<uint32_t>{}) walk |= !cache.ident_of.count(tid);
+    if (walk) {
+        std::vector<ThreadStack> threads;
+        if (!read_thread_stacks(mem, pid, proc, threads, err, /*walk_frames=*/false)) return false;
+        cache.ident_of.clear();
+        for (const auto& t : threads)
+            if (t.tid) cache.ident_of[t.tid] = t.thread_id;
+    }
     std::set<uint64_t> wanted;
-    for (const auto& t : threads)
-        if (t.tid && (!tids || tids->count(t.tid))) wanted.insert(t.thread_id);
+    for (const auto& [tid, ident] : cache.ident_of)
+        if (!tids || tids->count(tid)) wanted.insert(ident);
     if (wanted.empty()) return true;
     std::map<uint64_t, std::string> by_ident;
     if (!read_thread_names(mem, proc, lay, cache, by_ident, err, &wanted)) return false;
-    for (const auto& t : threads) {
-        auto it = by_ident.find(t.thread_id);
-        if (t.tid && it != by_ident.end()) out.emplace(t.tid, it->second);
+    for (const auto& [tid, ident] : cache.ident_of) {
+        auto it = by_ident.find(ident);
+        if (it != by_ident.end() && (!tids || tids->count(tid))) out.emplace(tid, it->second);
     }
     return true;
 }

@@ -24,6 +24,9 @@ namespace pbp::cpython {
 // (a walk of sys.modules) and checked to still be a dict before each use.
 struct ThreadNameCache {
     std::map<uint64_t, uint64_t> active;  // PyInterpreterState* -> threading._active
+    // host tid -> PyThreadState.thread_id, from the last walk of the thread states: a thread's
+    // ident is its own for its life, so the walk is redone only for a tid not in it.
+    std::map<uint32_t, uint64_t> ident_of;
 };
 
 // ident -> name for every thread in threading._active, in every interpreter (only those in

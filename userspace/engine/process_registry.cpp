@@ -21,23 +21,22 @@ void ProcessRegistry::add(const PythonTarget& t, std::map<std::string, std::stri
     n.layout = t.layout.obj;
 }
 
-void ProcessRegistry::read_python_names(uint32_t pid, bool force) {
+void ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force) {
     auto it = names_.find(pid);
-    if (it == names_.end() || it->second.failed) return;
+    if (it == names_.end() || it->second.failed || tids.empty()) return;
     Names& n = it->second;
     const uint64_t now = mono_ns();
     // A burst of new threads costs one read: they are named by the next one otherwise.
     if (!force && n.read_ns && now - n.read_ns < 200000000ULL) return;
     n.read_ns = now;
-    std::set<uint32_t> tids;  // the threads seen: no other name is ever shown
-    if (auto p = meta_.processes.find(pid); p != meta_.processes.end())
-        for (const auto& [tid, _] : p->second.threads) tids.insert(tid);
     std::string err;
     std::map<uint32_t, std::string> names;
-    if (cpython::read_thread_names_by_tid(static_cast<pid_t>(pid), n.proc, n.layout, n.cache, names, err, &tids))
-        n.by_tid = std::move(names);  // (a process that could not be read keeps the last names)
-    else if (n.layout.interp_modules == PBP_OFF_NONE)
+    if (cpython::read_thread_names_by_tid(static_cast<pid_t>(pid), n.proc, n.layout, n.cache, names, err, &tids)) {
+        for (uint32_t tid : tids) n.by_tid.erase(tid);  // (a process that could not be read keeps the last names)
+        n.by_tid.merge(names);
+    } else if (n.layout.interp_modules == PBP_OFF_NONE) {
         n.failed = true;
+    }
 }
 
 ThreadProfile& ProcessRegistry::thread(ProcessProfile& p, uint32_t tid) {
@@ -66,7 +65,7 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
     ThreadProfile& t = thread(p, tid);
     it->second.named_at = it->second.samples;
     if (auto n = names_.find(pid); n != names_.end()) {
-        if (!n->second.by_tid.count(tid)) read_python_names(pid, false);  // a thread started since
+        if (!n->second.by_tid.count(tid)) read_python_names(pid, {tid}, false);  // a thread started since
         if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
             t.name = pn->second;
             it->second.python_named = true;
@@ -78,28 +77,27 @@ void ProcessRegistry::refresh_thread_names(bool active_only) {
     for (auto& [pid, p] : meta_.processes) {
         if (p.exited) continue;
         auto key = [pid = pid](uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; };
-        // The interpreter is read only for a process with a thread sampled since: reading
-        // threading._active costs a few dozen reads per thread.
-        bool active = !active_only;
+        // Only the threads sampled since their last naming (all at the end): reading a name from
+        // the interpreter costs about twenty reads.
+        std::set<uint32_t> want;
         for (auto& [tid, t] : p.threads) {
             auto s = seen_.find(key(tid));
-            active |= s == seen_.end() || s->second.named_at != s->second.samples;
+            if (!active_only || s == seen_.end() || s->second.named_at != s->second.samples) want.insert(tid);
         }
-        if (!active) continue;
-        read_python_names(pid, true);
+        if (want.empty()) continue;
+        read_python_names(pid, want, true);
         const auto n = names_.find(pid);
-        for (auto& [tid, t] : p.threads) {
+        for (uint32_t tid : want) {
+            ThreadProfile& t = p.threads[tid];
             Seen& s = seen_[key(tid)];
+            s.named_at = s.samples;
             if (n != names_.end()) {
                 if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
-                    t.name = pn->second;  // the latest, also for a thread not sampled since
+                    t.name = pn->second;
                     s.python_named = true;
-                    s.named_at = s.samples;
                     continue;
                 }
             }
-            if (active_only && s.named_at == s.samples) continue;
-            s.named_at = s.samples;
             if (s.python_named) continue;  // gone from threading._active: it is ending
             std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
             if (!name.empty()) t.name = name;

@@ -26,7 +26,7 @@ public:
     // Re-reads the names of threads still alive: the Python name (threading.Thread.name, read
     // from the interpreter) or else the OS name (comm). Both change after a thread starts
     // (Thread.name = .., prctl). active_only: just the processes with threads sampled since
-    // their last naming, and only those threads' OS names.
+    // their last naming, and only those threads.
     void refresh_thread_names(bool active_only = false);
     void mark_exited(pid_t pid);
     // Drops everything known of pid (no session has it any more).
@@ -44,8 +44,8 @@ public:
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
-    // Reads pid's Python thread names into its Names (rate-limited unless forced).
-    void read_python_names(uint32_t pid, bool force);
+    // Reads the Python names of pid's threads tids into its Names (rate-limited unless forced).
+    void read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
     Profile meta_;  // processes and threads without samples
     struct Seen {
         uint64_t samples = 0, named_at = 0;
@@ -56,7 +56,7 @@ private:
         pbp_proc proc{};
         cpython::ObjectLayout layout;
         cpython::ThreadNameCache cache;
-        std::map<uint32_t, std::string> by_tid;  // the last read: host tid -> Python name
+        std::map<uint32_t, std::string> by_tid;  // host tid -> Python name, as last read
         uint64_t read_ns = 0;                    // when (CLOCK_MONOTONIC); 0 = never
         bool failed = false;                     // the layout has no offsets for names
     };
