@@ -138,6 +138,14 @@ TEST_P(ThreadNames, PythonNamesInEveryOutput) {
         std::set<std::string> have;
         for (auto& t : s.threads) have.insert(name_in(t.profile_name, pidtag));
         expect_names(have, "speedscope profile names");
+        // The real consumer (once, on the host's interpreter: it takes a browser): the app loads
+        // the file and titles it with the first profile's name.
+        const std::string js = source_dir() + "/tests/js";
+        if (in.name == host_python().name && access((js + "/node_modules/speedscope").c_str(), F_OK) == 0 &&
+            access("/usr/bin/chromium", X_OK) == 0) {
+            auto c = run({"node", js + "/check_speedscope.mjs", dir + "/run.json"}, 180);
+            EXPECT_EQ(c.status, 0) << c.out << c.err;
+        }
     }
     {  // folded: the thread's root frame, after the process's
         convert(dir + "/run.folded");
