@@ -21,13 +21,13 @@ void ProcessRegistry::add(const PythonTarget& t, std::map<std::string, std::stri
     n.layout = t.layout.obj;
 }
 
-void ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force) {
+bool ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force) {
     auto it = names_.find(pid);
-    if (it == names_.end() || it->second.failed || tids.empty()) return;
+    if (it == names_.end() || it->second.failed || tids.empty()) return true;
     Names& n = it->second;
     const uint64_t now = mono_ns();
     // A burst of new threads costs one read: they are named by the next one otherwise.
-    if (!force && n.read_ns && now - n.read_ns < 200000000ULL) return;
+    if (!force && n.read_ns && now - n.read_ns < 200000000ULL) return false;
     n.read_ns = now;
     std::string err;
     std::map<uint32_t, std::string> names;
@@ -37,6 +37,7 @@ void ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& 
     } else if (n.layout.interp_modules == PBP_OFF_NONE) {
         n.failed = true;
     }
+    return true;
 }
 
 ThreadProfile& ProcessRegistry::thread(ProcessProfile& p, uint32_t tid) {
@@ -65,7 +66,9 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
     ThreadProfile& t = thread(p, tid);
     it->second.named_at = it->second.samples;
     if (auto n = names_.find(pid); n != names_.end()) {
-        if (!n->second.by_tid.count(tid)) read_python_names(pid, {tid}, false);  // a thread started since
+        // A thread started since. Not read now (a burst): the next refresh reads it, as if
+        // sampled since.
+        if (!n->second.by_tid.count(tid) && !read_python_names(pid, {tid}, false)) it->second.named_at = 0;
         if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
             t.name = pn->second;
             it->second.python_named = true;

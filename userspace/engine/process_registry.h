@@ -44,8 +44,9 @@ public:
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
-    // Reads the Python names of pid's threads tids into its Names (rate-limited unless forced).
-    void read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
+    // Reads the Python names of pid's threads tids into its Names; false when not read now
+    // (rate-limited unless forced).
+    bool read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
     Profile meta_;  // processes and threads without samples
     struct Seen {
         uint64_t samples = 0, named_at = 0;
