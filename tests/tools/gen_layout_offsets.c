@@ -21,6 +21,10 @@
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_code.h"
 #endif
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_dict.h"
+#include "internal/pycore_object.h"
+#endif
 #if PY_VERSION_HEX >= 0x03080000
 #include "internal/pycore_gil.h"
 #elif PY_VERSION_HEX >= 0x03070000
@@ -173,5 +177,47 @@ int main(void)
 		for (i = 0; i < 32 && !(w >> i & 1); i++) ;
 		P("state.interned_shift", i);
 	}
+	/* Thread names (cpython/thread_names.cpp): interp->modules, dicts, ints, types, modules. */
+#if PY_VERSION_HEX >= 0x030C0000
+	O("interp.imports.modules", PyInterpreterState, imports.modules);
+#else
+	O("interp.modules", PyInterpreterState, modules);
+#endif
+	O("dict.ma_used", PyDictObject, ma_used);
+	O("dict.ma_keys", PyDictObject, ma_keys);
+	O("dict.ma_values", PyDictObject, ma_values);
+#if PY_VERSION_HEX >= 0x030B0000
+	O("dictkeys.dk_log2_size", PyDictKeysObject, dk_log2_size);
+	O("dictkeys.dk_log2_index_bytes", PyDictKeysObject, dk_log2_index_bytes);
+	O("dictkeys.dk_kind", PyDictKeysObject, dk_kind);
+	O("dictkeys.dk_nentries", PyDictKeysObject, dk_nentries);
+	O("dictkeys.dk_indices", PyDictKeysObject, dk_indices);
+	P("sizeof(PyDictKeyEntry)", sizeof(PyDictKeyEntry));
+	P("sizeof(PyDictUnicodeEntry)", sizeof(PyDictUnicodeEntry));
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+	O("dictvalues.values", PyDictValues, values);
+	P("MANAGED_DICT_OFFSET(+1000)", (long)MANAGED_DICT_OFFSET + 1000);
+	P("Py_TPFLAGS_INLINE_VALUES", Py_TPFLAGS_INLINE_VALUES);
+#elif defined(MANAGED_DICT_OFFSET)
+	P("MANAGED_DICT_OFFSET(+1000)", (long)MANAGED_DICT_OFFSET + 1000);
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+	P("Py_TPFLAGS_MANAGED_DICT", Py_TPFLAGS_MANAGED_DICT);
+#endif
+	O("type.tp_basicsize", PyTypeObject, tp_basicsize);
+	O("type.tp_flags", PyTypeObject, tp_flags);
+	O("type.tp_dictoffset", PyTypeObject, tp_dictoffset);
+	O("heaptype.ht_cached_keys", PyHeapTypeObject, ht_cached_keys);
+	O("object.ob_type", PyObject, ob_type);
+	P("sizeof(PyObject)", sizeof(PyObject));
+#if PY_VERSION_HEX >= 0x030C0000
+	O("long.lv_tag", PyLongObject, long_value.lv_tag);
+	O("long.ob_digit", PyLongObject, long_value.ob_digit);
+#else
+	O("long.ob_size", PyLongObject, ob_base.ob_size);
+	O("long.ob_digit", PyLongObject, ob_digit);
+#endif
+	P("PyLong_SHIFT", PyLong_SHIFT);
 	return 0;
 }

@@ -1,5 +1,6 @@
 // read_unicode / read_bytes: against real interpreters (every one on the machine) and
 // against synthetic objects in a fake address space.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -268,6 +269,156 @@ TEST_P(ObjectsLive, ReadsStringsAndBytes) {
     for (int i = 0; i < 256; i++) all[i] = static_cast<char>(i);
     EXPECT_EQ(read_bytes(mem, lay, bytes[2]), all);
     EXPECT_FALSE(read_bytes(mem, lay, bytes[2], 255).has_value());
+}
+
+// ---- ints, dicts and instance attributes (thread names) -----------------------------------
+
+TEST(ObjectsDictSynthetic, GarbageIsRefusedWithoutHangingOrHugeReads) {
+    // Random bytes everywhere a dict, its keys or an int could be: every reader answers
+    // (false / nullopt / 0), and no read asks for more than the caps allow.
+    struct Counting final : pbp::MemoryReader {
+        std::vector<uint8_t> bytes;
+        uint64_t base = 0x10000;
+        size_t biggest = 0;
+        bool read(uint64_t addr, void* buf, size_t n) override {
+            biggest = std::max(biggest, n);
+            if (addr < base || addr + n > base + bytes.size()) return false;
+            std::memcpy(buf, bytes.data() + (addr - base), n);
+            return true;
+        }
+    } m;
+    uint64_t seed = 42;
+    auto rnd = [&] { return seed = seed * 6364136223846793005ULL + 1442695040888963407ULL; };
+    for (bool py311 : {false, true}) {
+        ObjectLayout lay = builtin_layout(Version::from_hex(py311 ? 0x030C01F0 : 0x030A0DF0), false)->obj;
+        for (int round = 0; round < 2000; round++) {
+            m.bytes.assign(4096, 0);
+            for (auto& b : m.bytes) b = static_cast<uint8_t>(rnd() >> 56);
+            // pointers that land inside the region, so the readers go deeper than the first read
+            for (int i = 0; i < 64; i++) {
+                uint64_t p = m.base + (rnd() % 4000 & ~7ULL);
+                std::memcpy(m.bytes.data() + (rnd() % 4088 & ~7ULL), &p, 8);
+            }
+            const uint64_t obj = m.base + (rnd() % 2048 & ~7ULL);
+            std::vector<DictItem> items;
+            read_dict_items(m, lay, obj, items, 1 << 10);
+            EXPECT_LE(items.size(), 1u << 10);
+            read_uint(m, lay, obj);
+            read_instance_attr(m, lay, obj, "_name");
+        }
+    }
+    EXPECT_LE(m.biggest, size_t(1 << 10) * 24) << "a read beyond what max_items allows";
+}
+
+const char* const kObjScript = R"PY(
+import ctypes, sys, time
+try:
+    rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+except ValueError:
+    rt = 0
+def s(*cps):
+    return "".join(chr(c) for c in cps)
+ints = [0, 1, 2**30 - 1, 2**30, 2**60 + 5, 2**64 - 1, 140234567891234]
+bad_ints = [-5, 2**64, 2**100]
+by_str = {"alpha": 1, "beta": 2, s(0x8A08, 0x7B97): 3}
+by_int = {10: "x", 2**40: "y", 3: "z"}
+holes = {"k%d" % i: i for i in range(40)}
+for i in range(0, 40, 3):
+    del holes["k%d" % i]
+big = {"n%d" % i: i for i in range(3000)}
+class T(object):
+    def __init__(self, name):
+        self._target = None
+        self._name = name
+        self._ident = 7
+class Many(object):
+    pass
+class Slots(object):
+    __slots__ = ("_name",)
+plain = T(s(0x6B, 0x69, 0x6C, 0x6E))
+materialized = T("mat")
+materialized.__dict__["extra"] = 1
+renamed = T("old")
+renamed._name = s(0x72, 0xE9)
+many = Many()
+for i in range(60):
+    setattr(many, "a%d" % i, i)
+many._name = "many"
+deleted = T("gone")
+del deleted._name
+slotted = Slots()
+slotted._name = "slot"
+print(sys.hexversion, rt)
+print(" ".join(str(id(x)) for x in ints))
+print(" ".join(str(id(x)) for x in bad_ints))
+print(id(by_str), id(by_int), id(holes), id(big))
+print(id(plain), id(materialized), id(renamed), id(many), id(deleted), id(slotted))
+sys.stdout.flush()
+time.sleep(600)
+)PY";
+
+TEST_P(ObjectsLive, ReadsIntsDictsAndInstanceAttributes) {
+    const Interpreter& in = GetParam();
+    pbp::test::Reporter p(pbp::test::with_args(in.argv, {"-c", kObjScript}));
+    auto lines = p.read_lines(5);
+    PBP_REQUIRE(lines.size() >= 5, in.name + " did not report its objects: " + p.err());
+    auto head = numbers(lines[0]), ints = numbers(lines[1]), bad = numbers(lines[2]), dicts = numbers(lines[3]),
+         objs = numbers(lines[4]);
+    ASSERT_EQ(ints.size(), 7u);
+    ASSERT_EQ(dicts.size(), 4u);
+    ASSERT_EQ(objs.size(), 6u);
+    pbp::ProcessMemory mem(p.pid());
+    Version v = Version::from_hex(static_cast<uint32_t>(head[0]));
+    std::optional<Layout> l;
+    if (v.at_least(3, 13)) {
+        std::vector<uint8_t> raw(kDebugOffsetsReadSize);
+        ASSERT_TRUE(mem.read(head[1], raw.data(), raw.size()));
+        std::string err, warn;
+        l = layout_from_debug_offsets(raw, err, warn);
+        ASSERT_TRUE(l) << err;
+    } else {
+        l = builtin_layout(v, false);
+    }
+    ASSERT_TRUE(l);
+    const ObjectLayout& lay = l->obj;
+    SCOPED_TRACE(in.name + " " + l->source);
+    ASSERT_NE(lay.interp_modules, PBP_OFF_NONE) << "no thread-name offsets";
+
+    const uint64_t want_ints[] = {0, 1, (1u << 30) - 1, 1u << 30, (1ULL << 60) + 5, ~0ULL, 140234567891234ULL};
+    for (size_t i = 0; i < 7; i++) EXPECT_EQ(read_uint(mem, lay, ints[i]), want_ints[i]) << "int " << i;
+    for (uint64_t b : bad) EXPECT_FALSE(read_uint(mem, lay, b).has_value());
+
+    std::vector<DictItem> items;
+    ASSERT_TRUE(read_dict_items(mem, lay, dicts[0], items));
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(read_unicode(mem, lay, items[0].key), "alpha");
+    EXPECT_EQ(read_unicode(mem, lay, items[2].key), "\xe8\xa8\x88\xe7\xae\x97");
+    EXPECT_EQ(read_uint(mem, lay, dict_lookup_str(mem, lay, items, "beta")), 2u);
+    EXPECT_EQ(dict_lookup_str(mem, lay, items, "gamma"), 0u);
+
+    ASSERT_TRUE(read_dict_items(mem, lay, dicts[1], items));
+    ASSERT_EQ(items.size(), 3u);
+    EXPECT_EQ(read_uint(mem, lay, items[1].key), 1ULL << 40);
+    EXPECT_EQ(read_unicode(mem, lay, items[1].value), "y");
+
+    ASSERT_TRUE(read_dict_items(mem, lay, dicts[2], items));  // deleted entries are skipped
+    ASSERT_EQ(items.size(), 26u);
+    EXPECT_EQ(read_unicode(mem, lay, items[0].key), "k1");
+    EXPECT_EQ(read_uint(mem, lay, dict_lookup_str(mem, lay, items, "k38")), 38u);
+    EXPECT_EQ(dict_lookup_str(mem, lay, items, "k39"), 0u);
+
+    ASSERT_TRUE(read_dict_items(mem, lay, dicts[3], items));
+    EXPECT_EQ(items.size(), 3000u);
+    EXPECT_FALSE(read_dict_items(mem, lay, dicts[3], items, 1000)) << "more entries than allowed";
+
+    auto attr = [&](uint64_t obj) { return read_unicode(mem, lay, read_instance_attr(mem, lay, obj, "_name")); };
+    EXPECT_EQ(attr(objs[0]), "kiln");
+    EXPECT_EQ(attr(objs[1]), "mat") << "an instance whose __dict__ was used";
+    EXPECT_EQ(attr(objs[2]), "r\xc3\xa9") << "the latest value";
+    EXPECT_EQ(attr(objs[3]), "many") << "more attributes than shared keys hold";
+    EXPECT_EQ(read_instance_attr(mem, lay, objs[4], "_name"), 0u) << "a deleted attribute";
+    EXPECT_EQ(read_instance_attr(mem, lay, objs[5], "_name"), 0u) << "slots are not instance attributes";
+    EXPECT_EQ(read_uint(mem, lay, read_instance_attr(mem, lay, objs[0], "_ident")), 7u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, ObjectsLive, testing::ValuesIn(pbp::test::all_interpreters()),

@@ -189,5 +189,27 @@ TEST(RunSummary, ModeTotalsCrossTheAgentsJsonUnchanged) {
     EXPECT_FALSE(from_json(missing, out, error));
 }
 
+TEST(RunSummary, ThreadsByTimeUnderTheirNamesBusiestFirst) {
+    OneThread one(ProfileMode::Wall);
+    one.cpu(3);
+    EXPECT_EQ(top_threads(one.p), "") << "one thread: nothing to compare";
+    auto& pr = one.p.processes[4242];
+    pr.threads[4242].name = "MainThread";
+    auto& k = pr.threads[4243];
+    k.tid = 4243;
+    k.name = "\xe8\xa8\x88\xe7\xae\x97";  // CJK, as read from the interpreter
+    k.samples.push_back({kStart + 1, one.stack, 0, SampleKind::OffCpu, 90'000'000});  // weights, not counts
+    pr.threads[4244].tid = 4244;  // no samples: not listed
+    EXPECT_EQ(top_threads(one.p),
+              "Threads by time (2 threads):\n"
+              "   75.0%    0.090 s  \xe8\xa8\x88\xe7\xae\x97 (tid 4243)\n"
+              "   25.0%    0.030 s  MainThread (tid 4242)\n");
+    EXPECT_EQ(top_threads(one.p, 1),
+              "Threads by time (2 threads):\n"
+              "   75.0%    0.090 s  \xe8\xa8\x88\xe7\xae\x97 (tid 4243)\n"
+              "  ... and 1 more\n");
+    EXPECT_NE(one.outcome().top.find("Threads by time"), std::string::npos) << "in the run's summary";
+}
+
 }  // namespace
 }  // namespace pbp

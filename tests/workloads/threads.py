@@ -1,5 +1,5 @@
-# Four threads, each busy in its own function, each with its own OS thread name
-# (worker-0 .. worker-3, set with prctl so /proc/PID/task/TID/comm shows it). Each thread
+# Four threads, each busy in its own function, each with its own name (worker-0 .. worker-3),
+# in Python (threading) and for the OS (prctl, so /proc/PID/task/TID/comm shows it too). Each thread
 # spins for a quarter of argv[1] seconds of its own CPU time (3.7+; wall time on 3.6), so
 # the samples per thread do not depend on the machine's load.
 import ctypes
@@ -45,7 +45,7 @@ def main():
     else:
         end = (time.monotonic() + seconds, 0)
     fns = [busy_0, busy_1, busy_2, busy_3]
-    ts = [threading.Thread(target=worker, args=(i, f, end)) for i, f in enumerate(fns)]
+    ts = [threading.Thread(target=worker, args=(i, f, end), name="worker-%d" % i) for i, f in enumerate(fns)]
     for t in ts:
         t.start()
     for t in ts:

@@ -62,6 +62,7 @@ nlohmann::json dump_json(const DumpResult& dump) {
                 {"tid", t.tid},
                 {"ns_tid", t.ns_tid ? nlohmann::json(t.ns_tid) : nlohmann::json(nullptr)},
                 {"name", t.name},
+                {"os_name", t.os_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.os_name)},
                 {"state", t.tid ? nlohmann::json(dump_state_name(t.state)) : nlohmann::json(nullptr)},
                 {"python", t.python},
                 {"gil", t.python && t.gil != DumpGil::Unknown ? nlohmann::json(t.gil == DumpGil::Held)

@@ -266,6 +266,10 @@ struct Decoded {
     uint64_t bytes_size = 0, bytes_ob_size = 0, bytes_ob_sval = 0;
     uint64_t unicode_size = 0, unicode_state = 0, unicode_length = 0, ascii_size = 0,
              compact_size = 0;  // 0 = not published (before 3.15)
+    // thread names (thread_names.cpp)
+    uint64_t interp_modules = 0, type_size = 0, tp_flags = 0, tp_basicsize = 0, tp_dictoffset = 0,
+             heap_type_size = 0, ht_cached_keys = 0;  // 0 = not published (before 3.15)
+    uint64_t dict_size = 0, ma_keys = 0, ma_values = 0, long_size = 0, lv_tag = 0, ob_digit = 0;
 };
 
 // The fields of one shape; those a shape does not have stay 0.
@@ -309,6 +313,21 @@ template <typename D> Decoded decode(const D& d) {
     r.unicode_state = d.unicode_object.state;
     r.unicode_length = d.unicode_object.length;
     r.ascii_size = d.unicode_object.asciiobject_size;
+    r.interp_modules = d.interpreter_state.imports_modules;
+    r.type_size = d.type_object.size;
+    r.tp_flags = d.type_object.tp_flags;
+    r.dict_size = d.dict_object.size;
+    r.ma_keys = d.dict_object.ma_keys;
+    r.ma_values = d.dict_object.ma_values;
+    r.long_size = d.long_object.size;
+    r.lv_tag = d.long_object.lv_tag;
+    r.ob_digit = d.long_object.ob_digit;
+    if constexpr (requires { d.heap_type_object.ht_cached_keys; }) {  // 3.15+
+        r.tp_basicsize = d.type_object.tp_basicsize;
+        r.tp_dictoffset = d.type_object.tp_dictoffset;
+        r.heap_type_size = d.heap_type_object.size;
+        r.ht_cached_keys = d.heap_type_object.ht_cached_keys;
+    }
     if constexpr (requires { d.code_object.co_tlbc; }) {  // 3.14+
         r.interp_code_gen = d.interpreter_state.code_object_generation;
         r.frame_tlbc_index = d.interpreter_frame.tlbc_index;
@@ -546,6 +565,36 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
         ob.state_kind_shift = 2;
         ob.state_compact_bit = 5;
         ob.state_ascii_bit = 6;
+    }
+
+    // Thread names: what the table gives, else the headers (see gen_layout_offsets.c):
+    // PyTypeObject {PyVarObject ob_base, tp_name, tp_basicsize, ..} puts tp_basicsize at
+    // sizeof(PyObject) + 16 and tp_dictoffset at sizeof(PyObject) + 272;
+    // offsetof(PyHeapTypeObject, ht_cached_keys) is 880 in 3.13 and 3.14 (896
+    // free-threaded); PyModuleObject {PyObject_HEAD, md_dict}; MANAGED_DICT_OFFSET is -24
+    // (-8 free-threaded: no GC pre-header); PyDictValues {capacity, size, embedded, valid,
+    // values @8}. Left unknown (names from the OS) when a field does not fit its struct.
+    const bool names_ok = !newer && field_ok(d.interp_modules, d.interp_size, 8) &&
+                          field_ok(d.tp_flags, d.type_size, 8) && field_ok(d.ma_keys, d.dict_size, 8) &&
+                          field_ok(d.ma_values, d.dict_size, 8) && field_ok(d.lv_tag, d.long_size, 8) &&
+                          field_ok(d.ob_digit, d.long_size, 0) && d.ob_type + 8 <= d.object_size;
+    if (names_ok) {
+        ob.interp_modules = u16(d.interp_modules);
+        ob.ob_type = u16(d.ob_type);
+        ob.object_size = u16(d.object_size);
+        ob.dict_ma_keys = u16(d.ma_keys);
+        ob.dict_ma_values = u16(d.ma_values);
+        ob.dict_keys = DictKeysFormat::Py311;
+        ob.dict_values_skip = 8;
+        ob.tp_flags = u16(d.tp_flags);
+        ob.tp_basicsize = u16(d.tp_basicsize ? d.tp_basicsize : d.object_size + 16);
+        ob.tp_dictoffset = u16(d.tp_dictoffset ? d.tp_dictoffset : d.object_size + 272);
+        ob.ht_cached_keys = u16(d.ht_cached_keys ? d.ht_cached_keys : ft ? 896 : 880);
+        ob.managed_dict = ManagedDict::Py313;
+        ob.managed_dict_off = ft ? -8 : -24;
+        ob.long_size = u16(d.lv_tag);
+        ob.long_digits = u16(d.ob_digit);
+        ob.long_tagged = true;
     }
 
     std::string ferr;

@@ -28,6 +28,24 @@ enum class LineTableFormat {
     Locations311, // 3.11+: co_linetable location table, code units
 };
 
+// PyDictKeysObject's shape.
+enum class DictKeysFormat : uint8_t {
+    Py36,   // 3.6 .. 3.10 (Objects/dict-common.h): {dk_refcnt, dk_size @8, dk_lookup,
+            // dk_usable, dk_nentries @32, dk_indices @40}; entries {hash, key, value}
+    Py311,  // 3.11+ (internal/pycore_dict.h): {dk_refcnt, u8 dk_log2_size @8, u8
+            // dk_log2_index_bytes @9, u8 dk_kind @10, dk_version, dk_usable, dk_nentries @24,
+            // dk_indices @32}; entries {hash, key, value} (general) or {key, value} (str keys)
+};
+
+// Where an instance's attributes live when its class has no plain __dict__ slot.
+enum class ManagedDict : uint8_t {
+    None,      // <= 3.10: a dict at tp_dictoffset
+    Py311,     // Py_TPFLAGS_MANAGED_DICT: values at managed_dict_off - 8, or a dict at managed_dict_off
+    Py312,     // at managed_dict_off: a dict, or the values' address - 1 (odd)
+    Py313,     // Py_TPFLAGS_INLINE_VALUES: values inside the object at tp_basicsize; a dict at
+               // managed_dict_off (authoritative when the inline values are not 'valid')
+};
+
 // What userspace needs to decode code objects and strings (BPF never reads these).
 struct ObjectLayout {
     // PyCodeObject
@@ -47,6 +65,25 @@ struct ObjectLayout {
     uint8_t state_kind_shift = 2;         // bit position of the 3-bit 'kind'
     uint8_t state_compact_bit = 5;
     uint8_t state_ascii_bit = 6;
+
+    // Python thread names (thread_names.cpp): interp -> modules dict -> "threading" -> its
+    // module dict -> "_active" (ident -> Thread) -> the Thread's "_name". interp_modules
+    // PBP_OFF_NONE = not known: threads keep their OS names.
+    uint16_t interp_modules = PBP_OFF_NONE;  // PyInterpreterState.modules / imports.modules (3.12+)
+    uint16_t ob_type = 8;                    // PyObject.ob_type
+    uint16_t object_size = 16;               // sizeof(PyObject): 32 in free-threaded builds
+    // PyDictObject {PyObject_HEAD, ma_used, ma_version_tag, ma_keys, ma_values}
+    uint16_t dict_ma_keys = PBP_OFF_NONE, dict_ma_values = PBP_OFF_NONE;
+    DictKeysFormat dict_keys = DictKeysFormat::Py36;
+    uint8_t dict_values_skip = 0;            // bytes before PyDictValues.values: 8 from 3.13
+    // PyTypeObject / PyHeapTypeObject
+    uint16_t tp_basicsize = PBP_OFF_NONE, tp_flags = PBP_OFF_NONE, tp_dictoffset = PBP_OFF_NONE;
+    uint16_t ht_cached_keys = PBP_OFF_NONE;  // the shared keys of a class's instances (3.11+)
+    ManagedDict managed_dict = ManagedDict::None;
+    int16_t managed_dict_off = 0;            // MANAGED_DICT_OFFSET: -24, free-threaded -8
+    // PyLongObject: ob_size (<= 3.11) or lv_tag (3.12+), then 30-bit digits
+    uint16_t long_size = PBP_OFF_NONE, long_digits = PBP_OFF_NONE;
+    bool long_tagged = false;                // 3.12+: lv_tag = ndigits << 3 | sign (0 +, 1 zero, 2 -)
 };
 
 struct Layout {

@@ -52,7 +52,9 @@ struct Table {
     uint16_t tstate_native_thread_id = NONE;
     // The GIL: offsetof(_PyRuntimeState, ceval.gil) (3.7 .. 3.11), or
     // offsetof(PyInterpreterState, ceval.gil), a pointer (3.12); NONE where not.
-    uint16_t runtime_gil = NONE, interp_gil_ptr = NONE;
+    uint16_t runtime_gil = NONE, interp_gil_ptr = NONE;    // PyInterpreterState.modules (imports.modules in 3.12); offsetof(PyHeapTypeObject,
+    // ht_cached_keys) (only read from 3.11, where instances keep values apart from a dict)
+    uint16_t interp_modules = 0, ht_cached_keys = NONE;
 };
 
 // struct _gil_runtime_state {unsigned long interval; last_holder @8; int locked @16;
@@ -80,6 +82,7 @@ constexpr Table k36 = {
     .tstate_next = 8, .tstate_thread_id = 152, .tstate_frame = 24,
     .frame_previous = 24, .frame_code = 32, .frame_instr = 120,
     .co_filename = 96, .co_name = 104, .co_firstlineno = 36, .co_linetable = 112,
+    .interp_modules = 16,
 };
 // 3.7: _PyRuntimeState (internal/pystate.h) {initialized, core_initialized, finalizing,
 //      interpreters{mutex, head @24}}; struct _ts gained exc_state etc: thread_id @176;
@@ -89,6 +92,7 @@ constexpr Table k37 = from(k36, 7, [](Table& t) {
     t.runtime_interp_head = 24;
     t.runtime_gil = 1264;
     t.tstate_thread_id = 176, t.frame_instr = 104;
+    t.interp_modules = 40;
 });
 // 3.8: internal/pycore_pystate.h; _PyRuntimeState {4 ints, finalizing, interpreters{mutex,
 //      head @32}}; cpython/code.h added co_posonlyargcount: co_firstlineno @40,
@@ -97,10 +101,15 @@ constexpr Table k38 = from(k37, 8, [](Table& t) {
     t.runtime_interp_head = 32;
     t.runtime_gil = 1152;
     t.co_firstlineno = 40, t.co_filename = 104, t.co_name = 112, t.co_linetable = 120;
+    t.interp_modules = 56;
 });
 // 3.9: internal/pycore_runtime.h, pycore_interp.h; same offsets as 3.8 but the GIL:
 //      _PyRuntimeState.ceval is smaller, ceval.gil @352 (3.10 too).
-constexpr Table k39 = from(k38, 9, [](Table& t) { t.runtime_gil = 352; });
+//      PyInterpreterState.modules @856 (3.10 too).
+constexpr Table k39 = from(k38, 9, [](Table& t) {
+    t.runtime_gil = 352;
+    t.interp_modules = 856;
+});
 // 3.10: cpython/frameobject.h PyFrameObject {.., f_trace, f_stackdepth, f_trace_lines,
 //       f_trace_opcodes, f_gen, int f_lasti @96} counts code units; co_linetable @120.
 constexpr Table k310 = from(k39, 10, [](Table& t) {
@@ -132,6 +141,7 @@ constexpr Table k311 = {
     .cframe_previous = 16, .frame_entry_off = 68, .frame_entry_val = 1, .tstate_root_cframe = 336,
     .tstate_native_thread_id = 160,
     .runtime_gil = 360,  // _PyRuntimeState.ceval.gil (3.11.2 and 3.11.7 alike)
+    .interp_modules = 888, .ht_cached_keys = 872,
 };
 // 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
 //       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
@@ -159,6 +169,7 @@ constexpr Table k312 = from(k311, 12, [](Table& t) {
     t.unicode_ascii_size = 40, t.unicode_compact_size = 56;
     t.cframe_previous = 8, t.frame_entry_off = 70, t.frame_entry_val = 3, t.tstate_root_cframe = 272;
     t.tstate_native_thread_id = 144;
+    t.interp_modules = 944, t.ht_cached_keys = 880;  // interp->imports.modules
 });
 
 constexpr Table kTables[] = {k36, k37, k38, k39, k310, k311, k312};
@@ -267,6 +278,29 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     ob.state_kind_shift = 2;
     ob.state_compact_bit = 5;
     ob.state_ascii_bit = 6;
+
+    // Thread names. PyObject {ob_refcnt, ob_type}; PyDictObject {.., ma_keys @32,
+    // ma_values @40}; PyTypeObject {PyVarObject, tp_name, tp_basicsize @32, .., tp_flags
+    // @168, .., tp_dictoffset @288}; PyLongObject {PyVarObject ob_size @16 | 3.12:
+    // _PyLongValue {lv_tag @16, ob_digit @24}}. Managed dicts (pycore_object.h): 3.11
+    // keeps a values pointer at -32 and a dict pointer at -24 (MANAGED_DICT_OFFSET), 3.12
+    // one tagged PyDictOrValues at -24.
+    ob.interp_modules = t->interp_modules;
+    ob.ob_type = 8;
+    ob.object_size = 16;
+    ob.dict_ma_keys = 32;
+    ob.dict_ma_values = 40;
+    ob.dict_keys = v.minor >= 11 ? DictKeysFormat::Py311 : DictKeysFormat::Py36;
+    ob.dict_values_skip = 0;
+    ob.tp_basicsize = 32;
+    ob.tp_flags = 168;
+    ob.tp_dictoffset = 288;
+    ob.ht_cached_keys = t->ht_cached_keys;
+    ob.managed_dict = v.minor >= 12 ? ManagedDict::Py312 : v.minor == 11 ? ManagedDict::Py311 : ManagedDict::None;
+    ob.managed_dict_off = v.minor >= 11 ? -24 : 0;
+    ob.long_size = 16;
+    ob.long_digits = 24;
+    ob.long_tagged = v.minor >= 12;
 
     std::string err;
     if (!finalize_bpf_offsets(o, err)) return std::nullopt;  // a broken table is a bug

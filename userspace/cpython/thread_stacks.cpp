@@ -214,7 +214,7 @@ struct Walker {
 }  // namespace
 
 bool read_thread_stacks(MemoryReader& mem, pid_t pid, const pbp_proc& proc, std::vector<ThreadStack>& out,
-                        std::string& err) {
+                        std::string& err, bool walk_frames) {
     out.clear();
     err.clear();
     const pbp_py_offsets& off = proc.off;
@@ -242,7 +242,7 @@ bool read_thread_stacks(MemoryReader& mem, pid_t pid, const pbp_proc& proc, std:
                 mem.read(ts + off.tstate_status, &status, sizeof status);
                 t.active = (status & off.tstate_active_mask) != 0;
             }
-            w.walk(ts, t);
+            if (walk_frames) w.walk(ts, t);
             out.push_back(std::move(t));
             ts = w.rd_u64(ts + off.tstate_next);
         }

@@ -42,9 +42,10 @@ struct ThreadStack {
 // the interpreter list cannot be read at all (process gone, not started, finalised); a thread
 // whose stack cannot be read is still listed, with its reason.
 bool read_thread_stacks(pid_t pid, const pbp_proc& proc, std::vector<ThreadStack>& out, std::string& err);
-// The same through mem (tests: memory that changes between reads). pid is used for
-// /proc/PID/task (the tid mapping) only.
+// The same through mem (tests: memory that changes between reads).
+// pid is used for /proc/PID/task (the tid mapping) only. walk_frames false: the thread states
+// and tids only (frames empty, reason PBP_OK).
 bool read_thread_stacks(MemoryReader& mem, pid_t pid, const pbp_proc& proc, std::vector<ThreadStack>& out,
-                        std::string& err);
+                        std::string& err, bool walk_frames = true);
 
 }  // namespace pbp::cpython

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cpython/gil.h"
+#include "cpython/thread_names.h"
 #include "cpython/thread_stacks.h"
 #include "engine/abi_names.h"
 #include "engine/find_targets.h"
@@ -94,6 +95,11 @@ bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::s
                                         t.gil_statics ? &*t.gil_statics : nullptr, mem);
         if (auto g = range ? cpython::read_gil(*range, mem) : std::nullopt) holder = g->locked == 1 ? g->last_holder : 0;
     }
+    // Python names by ident, read after the stacks too (one more pass over the threads).
+    std::map<uint64_t, std::string> py_names;
+    cpython::ThreadNameCache name_cache;
+    if (std::string nerr; !cpython::read_thread_names(mem, proc, t.layout.obj, name_cache, py_names, nerr))
+        py_names.clear();  // OS names only
     std::map<uint32_t, Picked> by_tid;
     std::vector<Picked> no_tid;
     pick(by_tid, no_tid, read, true);
@@ -111,6 +117,7 @@ bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::s
         const auto& s = p.stack;
         d.python = true;
         d.changed = p.changed;
+        if (auto n = py_names.find(s.thread_id); n != py_names.end()) d.name = n->second;
         if (holder) d.gil = *holder && *holder == s.tstate ? DumpGil::Held : DumpGil::NotHeld;
         if (s.reason != PBP_OK) d.problem = reason_label(s.reason);
         if (s.frames.empty()) return;  // the problem says why; no "[reason]" frame
@@ -123,7 +130,7 @@ bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::s
     for (pid_t tid : procfs::tids(t.pid)) {
         DumpThread d;
         d.tid = static_cast<uint32_t>(tid);
-        d.name = procfs::thread_comm(t.pid, tid);
+        d.name = d.os_name = procfs::thread_comm(t.pid, tid);
         if (auto st = procfs::read_task_status(t.pid, tid)) {
             d.state = st->state;
             if (st->nspid.size() > 1) d.ns_tid = static_cast<uint32_t>(st->nspid.back());

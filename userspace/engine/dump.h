@@ -37,7 +37,8 @@ const char* dump_gil_name(DumpGil g);  // "unknown", "held", "not held"
 struct DumpThread {
     uint32_t tid = 0;     // host tid; 0 = a thread state whose thread was not found in /proc
     uint32_t ns_tid = 0;  // tid in the process's own pid namespace; 0 = the same namespace as ours
-    std::string name;     // the OS thread name (/proc/PID/task/TID/comm)
+    std::string name;     // the Python name (threading), else the OS name
+    std::string os_name;  // the OS thread name (/proc/PID/task/TID/comm); "" without a thread
     char state = '?';     // /proc/PID/task/TID/stat: R, S, D, ...
     bool python = false;  // has a Python thread state (else a native thread)
     DumpGil gil = DumpGil::Unknown;

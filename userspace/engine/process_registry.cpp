@@ -1,5 +1,6 @@
 #include "engine/process_registry.h"
 
+#include "sys/clock.h"
 #include "sys/procfs.h"
 
 namespace pbp {
@@ -15,6 +16,28 @@ void ProcessRegistry::add(const PythonTarget& t, std::map<std::string, std::stri
     p.ns_pid = p.pid;
     if (auto st = procfs::read_status(t.pid); st && !st->nspid.empty()) p.ns_pid = static_cast<uint32_t>(st->nspid.back());
     p.labels = std::move(labels);
+    Names& n = names_[p.pid] = Names{};  // anew: after an exec it is another interpreter
+    n.proc = t.bpf_config(0, 0);
+    n.layout = t.layout.obj;
+}
+
+bool ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force) {
+    auto it = names_.find(pid);
+    if (it == names_.end() || it->second.failed || tids.empty()) return true;
+    Names& n = it->second;
+    const uint64_t now = mono_ns();
+    // A burst of new threads costs one read: they are named by the next one otherwise.
+    if (!force && n.read_ns && now - n.read_ns < 200000000ULL) return false;
+    n.read_ns = now;
+    std::string err;
+    std::map<uint32_t, std::string> names;
+    if (cpython::read_thread_names_by_tid(static_cast<pid_t>(pid), n.proc, n.layout, n.cache, names, err, &tids)) {
+        for (uint32_t tid : tids) n.by_tid.erase(tid);  // (a process that could not be read keeps the last names)
+        n.by_tid.merge(names);
+    } else if (n.layout.interp_modules == PBP_OFF_NONE) {
+        n.failed = true;
+    }
+    return true;
 }
 
 ThreadProfile& ProcessRegistry::thread(ProcessProfile& p, uint32_t tid) {
@@ -40,19 +63,47 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
         p.ns_pid = pid;
         p.comm = procfs::comm(static_cast<pid_t>(pid));
     }
-    thread(p, tid);
+    ThreadProfile& t = thread(p, tid);
     it->second.named_at = it->second.samples;
+    if (auto n = names_.find(pid); n != names_.end()) {
+        // A thread started since. Not read now (a burst): the next refresh reads it, as if
+        // sampled since.
+        if (!n->second.by_tid.count(tid) && !read_python_names(pid, {tid}, false)) it->second.named_at = 0;
+        if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
+            t.name = pn->second;
+            it->second.python_named = true;
+        }
+    }
 }
 
 void ProcessRegistry::refresh_thread_names(bool active_only) {
     for (auto& [pid, p] : meta_.processes) {
         if (p.exited) continue;
+        auto key = [pid = pid](uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; };
+        // Only the threads sampled since their last naming (all at the end): reading a name from
+        // the interpreter costs about twenty reads.
+        std::set<uint32_t> want;
         for (auto& [tid, t] : p.threads) {
-            Seen& s = seen_[(static_cast<uint64_t>(pid) << 32) | tid];
-            if (active_only && s.named_at == s.samples) continue;
+            auto s = seen_.find(key(tid));
+            if (!active_only || s == seen_.end() || s->second.named_at != s->second.samples) want.insert(tid);
+        }
+        if (want.empty()) continue;
+        read_python_names(pid, want, true);
+        const auto n = names_.find(pid);
+        for (uint32_t tid : want) {
+            ThreadProfile& t = p.threads[tid];
+            Seen& s = seen_[key(tid)];
             s.named_at = s.samples;
-            std::string n = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
-            if (!n.empty()) t.name = n;
+            if (n != names_.end()) {
+                if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
+                    t.name = pn->second;
+                    s.python_named = true;
+                    continue;
+                }
+            }
+            if (s.python_named) continue;  // gone from threading._active: it is ending
+            std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
+            if (!name.empty()) t.name = name;
         }
     }
 }
@@ -62,6 +113,7 @@ void ProcessRegistry::forget(pid_t pid) {
     if (it == meta_.processes.end()) return;
     for (const auto& [tid, t] : it->second.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
     meta_.processes.erase(it);
+    names_.erase(static_cast<uint32_t>(pid));
     resources_.forget(pid);
 }
 

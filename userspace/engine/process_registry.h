@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cpython/thread_names.h"
 #include "engine/profile.h"
 #include "engine/resource_sampler.h"
 #include "targets/discovery.h"
@@ -22,8 +23,10 @@ public:
     void add(const PythonTarget& t, std::map<std::string, std::string> labels);
     // A sample of (pid, tid): the thread's name and namespace id are read the first time.
     void on_sample(uint32_t pid, uint32_t tid);
-    // Re-reads the names of threads still alive (names are often set after a thread starts,
-    // e.g. with prctl). active_only: just threads sampled since their last naming.
+    // Re-reads the names of threads still alive: the Python name (threading.Thread.name, read
+    // from the interpreter) or else the OS name (comm). Both change after a thread starts
+    // (Thread.name = .., prctl). active_only: just the processes with threads sampled since
+    // their last naming, and only those threads.
     void refresh_thread_names(bool active_only = false);
     void mark_exited(pid_t pid);
     // Drops everything known of pid (no session has it any more).
@@ -41,10 +44,24 @@ public:
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
+    // Reads the Python names of pid's threads tids into its Names; false when not read now
+    // (rate-limited unless forced).
+    bool read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
     Profile meta_;  // processes and threads without samples
     struct Seen {
         uint64_t samples = 0, named_at = 0;
+        bool python_named = false;  // its name came from the interpreter: comm no longer applies
     };
+    // Per Python process: how to read its thread names, and the last names read.
+    struct Names {
+        pbp_proc proc{};
+        cpython::ObjectLayout layout;
+        cpython::ThreadNameCache cache;
+        std::map<uint32_t, std::string> by_tid;  // host tid -> Python name, as last read
+        uint64_t read_ns = 0;                    // when (CLOCK_MONOTONIC); 0 = never
+        bool failed = false;                     // the layout has no offsets for names
+    };
+    std::unordered_map<uint32_t, Names> names_;
     std::unordered_map<uint64_t, Seen> seen_;  // (pid << 32 | tid)
     ResourceSampler resources_;
 };

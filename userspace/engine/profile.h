@@ -107,7 +107,7 @@ struct Sample {
 struct ThreadProfile {
     uint32_t tid = 0;     // host tid
     uint32_t ns_tid = 0;  // tid inside the process's PID namespace (== tid when none)
-    std::string name;     // /proc/PID/task/TID/comm
+    std::string name;     // the Python name (threading), else the OS name (/proc/PID/task/TID/comm)
     std::vector<Sample> samples;  // in time order
     bool operator==(const ThreadProfile&) const = default;
 };

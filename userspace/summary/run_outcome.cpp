@@ -36,7 +36,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
             for (auto& [_, t] : it->second.threads) n += t.samples.size();
         o.exited_early.emplace_back(pid, n);
     }
-    o.top = top_functions(profile);
+    o.top = top_functions(profile) + top_threads(profile);
     o.mode = mode_totals(profile);
     return o;
 }

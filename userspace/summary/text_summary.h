@@ -11,6 +11,10 @@ namespace pbp {
 
 std::string summary_line(const Profile& p, const std::string& path);
 std::string top_functions(const Profile& p, size_t n = 10);
+// "Threads by time (N threads):" then one "  PCT%  SECONDS s  NAME (tid T[, pid P])" line per
+// thread, the busiest n first, by their names (the Python name where known); "" when fewer
+// than two threads have samples.
+std::string top_threads(const Profile& p, size_t n = 10);
 
 // What a run's mode saw: the time on and off CPU (summed weights by kind) and, per GIL state,
 // the time of the samples in it. Computed where the profile is; it crosses the agent's socket
