@@ -266,6 +266,11 @@ struct Decoded {
     uint64_t bytes_size = 0, bytes_ob_size = 0, bytes_ob_sval = 0;
     uint64_t unicode_size = 0, unicode_state = 0, unicode_length = 0, ascii_size = 0,
              compact_size = 0;  // 0 = not published (before 3.15)
+    // 3.14+: for the asyncio task reader (AsyncObjectLayout); sizes kept for the checks
+    bool has_async = false;
+    uint64_t type_size = 0, tp_flags = 0, long_size = 0, long_lv_tag = 0, long_ob_digit = 0,
+             set_size = 0, set_used = 0, set_table = 0, set_mask = 0, gen_size = 0,
+             gen_iframe = 0, gen_frame_state = 0, frame_stackpointer = 0, llist_next = 0;
 };
 
 // The fields of one shape; those a shape does not have stay 0.
@@ -309,6 +314,23 @@ template <typename D> Decoded decode(const D& d) {
     r.unicode_state = d.unicode_object.state;
     r.unicode_length = d.unicode_object.length;
     r.ascii_size = d.unicode_object.asciiobject_size;
+    r.type_size = d.type_object.size;
+    r.tp_flags = d.type_object.tp_flags;
+    r.long_size = d.long_object.size;
+    r.long_lv_tag = d.long_object.lv_tag;
+    r.long_ob_digit = d.long_object.ob_digit;
+    if constexpr (requires { d.gen_object.gi_iframe; }) {  // 3.14+
+        r.has_async = true;
+        r.set_size = d.set_object.size;
+        r.set_used = d.set_object.used;
+        r.set_table = d.set_object.table;
+        r.set_mask = d.set_object.mask;
+        r.gen_size = d.gen_object.size;
+        r.gen_iframe = d.gen_object.gi_iframe;
+        r.gen_frame_state = d.gen_object.gi_frame_state;
+        r.frame_stackpointer = d.interpreter_frame.stackpointer;
+        r.llist_next = d.llist_node.next;
+    }
     if constexpr (requires { d.code_object.co_tlbc; }) {  // 3.14+
         r.interp_code_gen = d.interpreter_state.code_object_generation;
         r.frame_tlbc_index = d.interpreter_frame.tlbc_index;
@@ -546,6 +568,29 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
         ob.state_kind_shift = 2;
         ob.state_compact_bit = 5;
         ob.state_ascii_bit = 6;
+    }
+
+    // --async (3.14+): only a table whose every field lies in its struct; else tasks are not
+    // read (the profile is still right, without task names).
+    AsyncObjectLayout& ao = l.async_objects;
+    if (d.has_async && field_ok(d.tp_flags, d.type_size, 8) && field_ok(d.long_lv_tag, d.long_size, 8) &&
+        d.long_ob_digit >= d.long_lv_tag + 8 && field_ok(d.set_used, d.set_size, 8) &&
+        field_ok(d.set_table, d.set_size, 8) && field_ok(d.set_mask, d.set_size, 8) &&
+        field_ok(d.gen_iframe, d.gen_size, 0) && field_ok(d.gen_frame_state, d.gen_size, 1) &&
+        field_ok(d.frame_stackpointer, d.frame_size, 8) && d.llist_next < 16) {
+        ao.known = true;
+        ao.ob_type = d.ob_type;
+        ao.tp_flags = d.tp_flags;
+        ao.long_lv_tag = d.long_lv_tag;
+        ao.long_ob_digit = d.long_ob_digit;
+        ao.set_used = d.set_used;
+        ao.set_table = d.set_table;
+        ao.set_mask = d.set_mask;
+        ao.gen_iframe = d.gen_iframe;
+        ao.gen_frame_state = d.gen_frame_state;
+        ao.frame_stackpointer = d.frame_stackpointer;
+        ao.frame_owner = d.frame_owner;
+        ao.llist_next = d.llist_next;
     }
 
     std::string ferr;
