@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "engine/dump_asyncio.h"
 #include "engine/engine.h"
 #include "engine/profile.h"
 
@@ -20,6 +23,7 @@ struct DumpRequest {
     std::vector<std::string> cgroups;  // --cgroup: paths, pod UIDs, namespace/name, container IDs
     std::string node_root = "/";
     int max_depth = 0;                 // 0 = PBP_MAX_DEPTH, as BPF
+    bool async_tasks = false;          // --async: every asyncio task too (engine/dump_asyncio.h)
 };
 
 // Whether a thread holds the GIL, read once per process right after its stacks.
@@ -54,6 +58,7 @@ struct DumpProcess {
     std::string python;      // PythonTarget::describe(): version and the ELF holding the runtime
     std::string gil_note;    // why no thread's GIL state is known; "" when it is
     std::vector<DumpThread> threads;  // in /proc/PID/task order, then thread states without a thread
+    std::optional<DumpAsyncio> asyncio;  // --async only
 };
 
 struct DumpResult {
