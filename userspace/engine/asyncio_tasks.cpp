@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "sys/clock.h"
+
 namespace pbp {
 
 std::optional<cpython::AsyncioOffsets> AsyncioTasks::add_process(pid_t pid, const cpython::Layout& layout,
@@ -26,7 +28,16 @@ std::optional<cpython::AsyncioOffsets> AsyncioTasks::add_process(pid_t pid, cons
 
 void AsyncioTasks::remove_process(pid_t pid) {
     procs_.erase(pid);
-    for (auto it = cache_.begin(); it != cache_.end();) it = it->first.first == pid ? cache_.erase(it) : std::next(it);
+    cache_.erase(cache_.lower_bound({pid, 0}), cache_.lower_bound({pid + 1, 0}));
+    known_.erase(known_.lower_bound({pid, 0}), known_.lower_bound({pid + 1, 0}));
+}
+
+void AsyncioTasks::new_turn() {
+    cache_.clear();
+    const uint64_t now = mono_ns();
+    if (now - last_prune_ns_ < kKeepNs) return;
+    last_prune_ns_ = now;
+    for (auto it = known_.begin(); it != known_.end();) it = now - it->second.read_ns > kKeepNs ? known_.erase(it) : std::next(it);
 }
 
 const AsyncioTasks::Chain* AsyncioTasks::chain(pid_t pid, uint64_t task) {
@@ -38,7 +49,12 @@ const AsyncioTasks::Chain* AsyncioTasks::chain(pid_t pid, uint64_t task) {
     if (p == procs_.end()) return nullptr;
     cpython::AsyncioReader r(*p->second.mem, p->second.layout, p->second.ao, p->second.proc);
     auto name = r.task_name(task);
-    if (!name) return nullptr;
+    if (!name) {  // ended (or its process did) since the sample: its last chain, if read lately
+        auto k = known_.find(key);
+        if (k == known_.end() || mono_ns() - k->second.read_ns > kKeepNs) return nullptr;
+        slot = k->second.chain;
+        return &*slot;
+    }
     Chain ch;
     ch.coro_code = r.coro_code(task);
     // Up the awaiters: a task awaited by several (a set) goes on under the first that reads as
@@ -62,6 +78,7 @@ const AsyncioTasks::Chain* AsyncioTasks::chain(pid_t pid, uint64_t task) {
         cur = up;
     }
     ch.names.assign(leaf_first.rbegin(), leaf_first.rend());
+    known_[key] = {ch, mono_ns()};
     slot = std::move(ch);
     return &*slot;
 }

@@ -47,8 +47,8 @@ public:
     // The chain of task (of pid), read now or earlier in this turn; nullptr when it does not read
     // as a task.
     const Chain* chain(pid_t pid, uint64_t task);
-    // A new drain turn: what was read before may have changed.
-    void new_turn() { cache_.clear(); }
+    // A new drain turn: what was read before may have changed (read again when asked).
+    void new_turn();
 
     static constexpr size_t kMaxChain = 64;
 
@@ -60,7 +60,16 @@ private:
         std::unique_ptr<ProcessMemory> mem;
     };
     std::map<pid_t, Proc> procs_;
-    std::map<std::pair<pid_t, uint64_t>, std::optional<Chain>> cache_;
+    std::map<std::pair<pid_t, uint64_t>, std::optional<Chain>> cache_;  // this turn's reads
+    // The last chain read of each task, for the records drained after the task or its process
+    // ended (the last batch before an exit): used when a read fails, up to kKeepNs after it.
+    struct Known {
+        Chain chain;
+        uint64_t read_ns;
+    };
+    std::map<std::pair<pid_t, uint64_t>, Known> known_;
+    uint64_t last_prune_ns_ = 0;
+    static constexpr uint64_t kKeepNs = 2'000'000'000ULL;
 };
 
 }  // namespace pbp

@@ -589,10 +589,7 @@ void Engine::on_sample(const pbp_event& e) {
     uint32_t stack = stack_for(e);
     registry_->on_sample(e.pid, e.tid);
     // --async: the stack under its task chain, for the sessions that want it (made once).
-    uint32_t task_stack = stack;
-    if (e.async_task && async_pids_.count(static_cast<pid_t>(e.pid)))
-        if (const AsyncioTasks::Chain* ch = asyncio_->chain(static_cast<pid_t>(e.pid), e.async_task))
-            task_stack = store_->task_stack(e, stack, ch->names, ch->coro_code);
+    const uint32_t task_stack = with_task(e, stack);
     for (Session* s : it->second) {
         const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
@@ -930,9 +927,15 @@ uint32_t Engine::stack_for(const pbp_event& e) {
     return store_->stack_for(e);
 }
 
+uint32_t Engine::with_task(const pbp_event& e, uint32_t stack) {
+    if (!e.async_task || !async_pids_.count(static_cast<pid_t>(e.pid))) return stack;
+    const AsyncioTasks::Chain* ch = asyncio_->chain(static_cast<pid_t>(e.pid), e.async_task);
+    return ch ? store_->task_stack(e, stack, ch->names, ch->coro_code) : stack;
+}
+
 void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {
     registry_->on_sample(e.pid, e.tid);
-    s.agg_->on_sample(e, stack);
+    s.agg_->on_sample(e, s.cfg_.async_tasks ? with_task(e, stack) : stack);
 }
 
 // A wall session's end: what BPF has not emitted yet. A pending interval carries the stack BPF
@@ -964,6 +967,7 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                 p.weight_ns = std::min<uint64_t>(end_ns - en.out_ns, span);
                 p.wait = en.wait;
                 p.gil = en.gil;
+                p.async_task = en.async_task;  // the task at its switch-out (--async)
                 if (en.approx) p.flags |= PBP_F_AGGREGATE;
                 uint32_t stack = 0;
                 bool have = false;

@@ -285,6 +285,8 @@ private:
     // --async: does a session that wants pid want its tasks? Then BPF records the running task
     // of its samples (the process's asyncio offsets found once), else no longer.
     void update_async(pid_t pid);
+    // --async: stack under the task chain of e's running task (its plain stack when none).
+    uint32_t with_task(const pbp_event& e, uint32_t stack);
     // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
     // none); false and error when the perf events cannot be reopened (the old rate is kept).
     bool apply_rate(double joining_hz, std::string& error);
