@@ -237,6 +237,30 @@ TEST_P(AsyncDump, GatherOfGathersAsJsonEdgesAndAsPstreeText) {
     EXPECT_TRUE(std::regex_search(text.out, std::regex("\n└── \\(T\\) Task-[0-9]+\n    └──  sleep "))) << text.out;
 }
 
+// The text is what CPython's own `python -m asyncio pstree PID` prints for the same process, line
+// for line. pstree runs in the chroot, in a mount namespace of its own (nothing changes for
+// anyone else) where it finds /proc and the interpreter at the path the process's maps name
+// (the chroots live under /var/cache: that path is made on a tmpfs over the chroot's /var/cache).
+TEST_P(AsyncDump, TextIsWhatCpythonsPstreePrints) {
+    const Interpreter& in = GetParam();
+    ASSERT_FALSE(in.root.empty()) << "a chroot interpreter";
+    Reporter py(python_running(in, "asyncio_gather.py"));
+    ASSERT_TRUE(py.read_until("ready", 60)) << py.err();
+    const std::string pid = std::to_string(py.pid()), root = in.root;
+    const std::string script = "mount --bind /proc " + root + "/proc && mount -t tmpfs none " + root +
+                               "/var/cache && mkdir -p " + root + root + " && mount --bind " + root + " " + root + root +
+                               " && chroot " + root + " " + in.argv.back() + " -m asyncio pstree " + pid;
+    CmdResult theirs = run({"unshare", "-m", "--propagation", "private", "sh", "-c", script});
+    ASSERT_EQ(theirs.status, 0) << theirs.err << theirs.out;
+    ASSERT_NE(theirs.out.find("(T) main"), std::string::npos) << theirs.out;
+    CmdResult ours = run({pybpfprof_bin(), "dump", "--pid", pid, "--async"});
+    ASSERT_EQ(ours.status, 0) << ours.err;
+    const std::string head = "\nasyncio tasks (8), who awaits whom:\n";
+    auto at = ours.out.find(head);
+    ASSERT_NE(at, std::string::npos) << ours.out;
+    EXPECT_EQ(ours.out.substr(at + head.size()), theirs.out);
+}
+
 INSTANTIATE_TEST_SUITE_P(Interpreters, AsyncDump, ::testing::ValuesIn(pick({"sid-3.14", "sid-3.15"})),
                          interpreter_test_name);
 
