@@ -82,7 +82,8 @@ std::string describe(const Profile& p, size_t n = 10) {
     for (auto& [k, w] : by) v.push_back({w, k});
     std::sort(v.rbegin(), v.rend());
     std::ostringstream os;
-    for (size_t i = 0; i < v.size() && i < n; i++) os << "  " << 100.0 * v[i].first / std::max<uint64_t>(all, 1) << "% " << v[i].second << "\n";
+    for (size_t i = 0; i < v.size() && i < n; i++)
+        os << "  " << 100.0 * v[i].first / std::max<uint64_t>(all, 1) << "% " << v[i].second << "\n";
     return os.str();
 }
 
@@ -223,7 +224,8 @@ TEST_P(AsyncDump, GatherOfGathersAsJsonEdgesAndAsPstreeText) {
     CmdResult text = run({pybpfprof_bin(), "dump", "--pid", pid, "--async"});
     ASSERT_EQ(text.status, 0) << text.err;
     const std::string f = " " + file + ":";
-    const std::string leaf_stack_0 = "        │       │   └──  leaf" + f + std::to_string(marker_line("asyncio_gather.py", "await wait_here(ev)")) + "\n";
+    const int leaf_call = marker_line("asyncio_gather.py", "await wait_here(ev)");
+    const std::string leaf_stack_0 = "        │       │   └──  leaf" + f + std::to_string(leaf_call) + "\n";
     const std::string expect =
         "└── (T) main\n"
         "    └──  main" + f + std::to_string(main_line) + "\n"

@@ -37,7 +37,8 @@ void AsyncioTasks::new_turn() {
     const uint64_t now = mono_ns();
     if (now - last_prune_ns_ < kKeepNs) return;
     last_prune_ns_ = now;
-    for (auto it = known_.begin(); it != known_.end();) it = now - it->second.read_ns > kKeepNs ? known_.erase(it) : std::next(it);
+    for (auto it = known_.begin(); it != known_.end();)
+        it = now - it->second.read_ns > kKeepNs ? known_.erase(it) : std::next(it);
 }
 
 const AsyncioTasks::Chain* AsyncioTasks::chain(pid_t pid, uint64_t task) {

@@ -6,10 +6,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "engine/dump_asyncio.h"
 #include "engine/engine.h"
