@@ -33,6 +33,7 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	e->_pad2 = 0;
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;
+	e->async_task = si->async_task;
 	if (!wake)
 		wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > wakeup_bytes;
 	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);

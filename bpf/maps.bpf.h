@@ -105,6 +105,7 @@ struct sample_info {
 	__u16 flags;       /* PBP_F_AGGREGATE for an aggregate off-CPU sample; ORed into the record's */
 	__u8 gil;          /* enum pbp_gil */
 	__u8 wait;         /* enum pbp_wait (off CPU) */
+	__u64 async_task;  /* --async: the thread's running asyncio task, 0 for none */
 };
 
 /* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this

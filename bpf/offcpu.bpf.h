@@ -91,6 +91,7 @@ static __always_inline void offcpu_emit(struct pbp_offcpu *e, __u32 tid, __u64 n
 	si.flags = flags;
 	si.gil = gil;
 	si.wait = wait;
+	si.async_task = e->async_task;
 	emit(&si, e->stack_id, e->depth, e->stack_flags, e->reason, e->fresh);
 	e->fresh = 0;
 }
@@ -245,6 +246,8 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	si->flags = 0;
 	si->gil = e->gil;
 	si->wait = wait;
+	si->async_task = 0;
+	e->async_task = 0;
 
 	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
 	__u32 reason = PBP_OK;
@@ -253,6 +256,8 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
 	if (!ts)
 		return walk_done(si, 0, 0, 0, reason, 0);
+	e->async_task = async_task_of(&proc->off, ts);
+	si->async_task = e->async_task;
 	/* Preempted while holding the GIL: every other thread of the interpreter waits for this one
 	 * while it waits for a CPU, so the interval counts as holding it (one more read, only at
 	 * involuntary switches). */

@@ -70,6 +70,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->flags = 0;
 	si->gil = PBP_GIL_NA;
 	si->wait = PBP_WAIT_NONE;
+	si->async_task = 0;
 	return walk_and_emit(ctx, &nolp_progs, s, proc, pid_tgid, now, use_loop);
 }
 

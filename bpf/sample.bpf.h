@@ -13,6 +13,13 @@
 #include "gil.bpf.h"
 #include "emit.bpf.h"
 
+/* --async: the thread's running asyncio task (0 when none, or when not asked for: one read
+ * per sample only then). */
+static __always_inline __u64 async_task_of(const struct pbp_py_offsets *off, __u64 ts)
+{
+	return off->tstate_async_task ? rd_u64(ts + off->tstate_async_task) : 0;
+}
+
 /* Walk the frames from frame (the thread's first, of thread state ts in interpreter interp) and
  * finish the sample. use_loop: walk with bpf_loop, else through tail calls into progs (a program
  * array of ctx's program type holding the matching walk_nolp). A constant at each call site. */
@@ -62,6 +69,7 @@ static __always_inline int walk_and_emit(void *ctx, void *progs, struct scratch 
 	if (!ts)
 		return emit(si, 0, 0, 0, reason, 0);
 	si->gil = gil_state_on_cpu(proc, interp, ts);
+	si->async_task = async_task_of(&proc->off, ts);
 
 	reason = first_frame(&proc->off, s, ts, have_frame, &frame, 0, 0);
 	if (reason)

@@ -156,7 +156,11 @@ struct pbp_py_offsets {
 	__u16 gil_locked;         /* int locked (-1 before the GIL is created) */
 	__u16 gil_last_holder;    /* PyThreadState *last_holder */
 	__u16 gil_size;           /* sizeof(struct _gil_runtime_state) */
-	__u16 _pad3;
+	/* --async (3.14+): offsetof(_PyThreadStateImpl, asyncio_running_task), from the _asyncio
+	 * module's AsyncioDebug section (userspace/cpython/asyncio.h); 0: not read (never a real offset). BPF
+	 * records the pointer with the sample (pbp_event.async_task); userspace names the task and
+	 * the tasks that await it while they live. */
+	__u16 tstate_async_task;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24
@@ -298,6 +302,7 @@ struct pbp_offcpu {
 	__u8 fresh;                    /* stack_id is new in the stacks map: its first record wakes the consumer */
 	__u8 walk_slot;                /* the seen[] slot the walk under way fills (2: none) */
 	__u8 next_slot;                /* the seen[] slot the next walk replaces */
+	__u64 async_task;              /* the running asyncio task at the switch-out (see pbp_event) */
 };
 
 /* Sample flags. */
@@ -332,7 +337,11 @@ struct pbp_event {
 	 * rate on this CPU; see engine/decimate.h). Never wraps (u64 ns); goes on across rate
 	 * changes and pauses. */
 	__u64 cpu_clock_ns;
-};                            /* 64 bytes */
+	/* SAMPLE with --async (pbp_py_offsets.tstate_async_task set): the thread's running asyncio
+	 * task (a TaskObj address) when the sample was taken, 0 for none. An off-CPU interval
+	 * carries the task of its switch-out. */
+	__u64 async_task;
+};                            /* 72 bytes */
 
 /* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
 

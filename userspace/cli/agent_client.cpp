@@ -99,6 +99,10 @@ int run_via_agent(const Options& o, const std::string& path) {
             "another --report path");
         return kExitBadInput;
     }
+    if (o.async_tasks) {  // the agent protocol has no field for it yet
+        err("--async is not available through the agent yet; run pybpfprof as root for --async");
+        return kExitBadInput;
+    }
     int fd = connect_to(path, error);
     if (fd < 0) return err(error), kExitError;
     install_signals();

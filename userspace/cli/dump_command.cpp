@@ -60,6 +60,9 @@ int dump_command(int argc, char** argv) {
     app.add_option("--node-root", req.node_root,
                    "Where the node's root file system is (for Kubernetes pods and containers; default /)");
     app.add_option("--max-depth", max_depth, "Deepest Python stack to read (default " + std::to_string(PBP_MAX_DEPTH) + ")");
+    app.add_flag("--async", req.async_tasks,
+                 "Every asyncio task too (CPython 3.14+): name, state, coroutine stack, and who awaits whom, as "
+                 "python -m asyncio pstree shows it (docs/asyncio.md)");
     app.add_flag("--json", json, "Print one JSON document (fields: docs/dump.md)");
     try {
         app.parse(argc, argv);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <exception>
+#include "cli/dump_asyncio_output.h"
 
 namespace pbp {
 
@@ -39,6 +40,7 @@ void write_dump_text(const DumpResult& dump, std::ostream& out) {
             if (t.frames.empty()) out << "    (" << (t.problem.empty() ? "no Python frame" : t.problem) << ")\n";
             for (const Frame& f : t.frames) out << "    " << frame_text(f) << "\n";
         }
+        if (p.asyncio) write_asyncio_text(*p.asyncio, out);
     }
 }
 
@@ -73,7 +75,7 @@ nlohmann::json dump_json(const DumpResult& dump) {
             };
             threads.push_back(std::move(jt));
         }
-        procs.push_back({
+        nlohmann::json jp = {
             {"pid", p.pid},
             {"ns_pid", p.ns_pid ? nlohmann::json(p.ns_pid) : nlohmann::json(nullptr)},
             {"command", p.command},
@@ -82,7 +84,9 @@ nlohmann::json dump_json(const DumpResult& dump) {
             {"python", p.python},
             {"gil_unknown", p.gil_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.gil_note)},
             {"threads", std::move(threads)},
-        });
+        };
+        if (p.asyncio) jp["asyncio"] = asyncio_json(*p.asyncio);  // --async only
+        procs.push_back(std::move(jp));
     }
     return {{"processes", std::move(procs)}, {"warnings", dump.warnings}};
 }

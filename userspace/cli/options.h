@@ -31,6 +31,7 @@ struct Options {
     int max_depth = 0;      // 0 = as deep as the kernel allows
     ProfileMode mode = ProfileMode::Cpu;  // --mode cpu|wall|gil
     uint64_t min_block_ns = kDefaultMinBlockNs;  // --min-block (wall only), whole microseconds
+    bool async_tasks = false;  // --async: samples under their asyncio task chain (3.14+)
     std::string btf_path;
     bool quiet = false;
     bool no_summary = false;

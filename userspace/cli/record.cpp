@@ -41,6 +41,7 @@ int run_record(const Options& o) {
     sc.duration_s = o.duration_s;
     sc.mode = o.mode;
     sc.min_block_ns = o.min_block_ns;
+    sc.async_tasks = o.async_tasks;
 
     std::string out_path, error;
     if (Status st = Engine::preflight(ec); !st.ok()) return err(st.message), exit_code(st);

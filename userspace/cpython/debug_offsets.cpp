@@ -266,10 +266,16 @@ struct Decoded {
     uint64_t bytes_size = 0, bytes_ob_size = 0, bytes_ob_sval = 0;
     uint64_t unicode_size = 0, unicode_state = 0, unicode_length = 0, ascii_size = 0,
              compact_size = 0;  // 0 = not published (before 3.15)
+    // thread names (thread_names.cpp) and asyncio tasks (asyncio.cpp) both read ints
+    uint64_t type_size = 0, tp_flags = 0, long_size = 0, lv_tag = 0, ob_digit = 0;
     // thread names (thread_names.cpp)
-    uint64_t interp_modules = 0, type_size = 0, tp_flags = 0, tp_basicsize = 0, tp_dictoffset = 0,
-             heap_type_size = 0, ht_cached_keys = 0;  // 0 = not published (before 3.15)
-    uint64_t dict_size = 0, ma_keys = 0, ma_values = 0, long_size = 0, lv_tag = 0, ob_digit = 0;
+    uint64_t interp_modules = 0, tp_basicsize = 0, tp_dictoffset = 0, heap_type_size = 0,
+             ht_cached_keys = 0;  // 0 = not published (before 3.15)
+    uint64_t dict_size = 0, ma_keys = 0, ma_values = 0;
+    // 3.14+: for the asyncio task reader (AsyncObjectLayout); sizes kept for the checks
+    bool has_async = false;
+    uint64_t set_size = 0, set_used = 0, set_table = 0, set_mask = 0, gen_size = 0, gen_iframe = 0,
+             gen_frame_state = 0, frame_stackpointer = 0, llist_next = 0;
 };
 
 // The fields of one shape; those a shape does not have stay 0.
@@ -327,6 +333,18 @@ template <typename D> Decoded decode(const D& d) {
         r.tp_dictoffset = d.type_object.tp_dictoffset;
         r.heap_type_size = d.heap_type_object.size;
         r.ht_cached_keys = d.heap_type_object.ht_cached_keys;
+    }
+    if constexpr (requires { d.gen_object.gi_iframe; }) {  // 3.14+
+        r.has_async = true;
+        r.set_size = d.set_object.size;
+        r.set_used = d.set_object.used;
+        r.set_table = d.set_object.table;
+        r.set_mask = d.set_object.mask;
+        r.gen_size = d.gen_object.size;
+        r.gen_iframe = d.gen_object.gi_iframe;
+        r.gen_frame_state = d.gen_object.gi_frame_state;
+        r.frame_stackpointer = d.interpreter_frame.stackpointer;
+        r.llist_next = d.llist_node.next;
     }
     if constexpr (requires { d.code_object.co_tlbc; }) {  // 3.14+
         r.interp_code_gen = d.interpreter_state.code_object_generation;
@@ -595,6 +613,28 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
         ob.long_size = u16(d.lv_tag);
         ob.long_digits = u16(d.ob_digit);
         ob.long_tagged = true;
+    }
+    // --async (3.14+): only a table whose every field lies in its struct; else tasks are not
+    // read (the profile is still right, without task names).
+    AsyncObjectLayout& ao = l.async_objects;
+    if (d.has_async && field_ok(d.tp_flags, d.type_size, 8) && field_ok(d.lv_tag, d.long_size, 8) &&
+        d.ob_digit >= d.lv_tag + 8 && field_ok(d.set_used, d.set_size, 8) &&
+        field_ok(d.set_table, d.set_size, 8) && field_ok(d.set_mask, d.set_size, 8) &&
+        field_ok(d.gen_iframe, d.gen_size, 0) && field_ok(d.gen_frame_state, d.gen_size, 1) &&
+        field_ok(d.frame_stackpointer, d.frame_size, 8) && d.llist_next < 16) {
+        ao.known = true;
+        ao.ob_type = d.ob_type;
+        ao.tp_flags = d.tp_flags;
+        ao.long_lv_tag = d.lv_tag;
+        ao.long_ob_digit = d.ob_digit;
+        ao.set_used = d.set_used;
+        ao.set_table = d.set_table;
+        ao.set_mask = d.set_mask;
+        ao.gen_iframe = d.gen_iframe;
+        ao.gen_frame_state = d.gen_frame_state;
+        ao.frame_stackpointer = d.frame_stackpointer;
+        ao.frame_owner = d.frame_owner;
+        ao.llist_next = d.llist_next;
     }
 
     std::string ferr;

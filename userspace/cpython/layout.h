@@ -86,6 +86,19 @@ struct ObjectLayout {
     bool long_tagged = false;                // 3.12+: lv_tag = ndigits << 3 | sign (0 +, 1 zero, 2 -)
 };
 
+// 3.14+ (_Py_DebugOffsets): what the asyncio task reader needs beyond ObjectLayout
+// (userspace/cpython/asyncio.h). known = false before 3.14.
+struct AsyncObjectLayout {
+    bool known = false;
+    uint64_t ob_type = 0;                                  // PyObject.ob_type
+    uint64_t tp_flags = 0;                                 // PyTypeObject.tp_flags
+    uint64_t long_lv_tag = 0, long_ob_digit = 0;           // PyLongObject (3.12+ compact ints)
+    uint64_t set_used = 0, set_table = 0, set_mask = 0;    // PySetObject
+    uint64_t gen_iframe = 0, gen_frame_state = 0;          // PyGenObject / PyCoroObject
+    uint64_t frame_stackpointer = 0, frame_owner = 0;      // _PyInterpreterFrame
+    uint64_t llist_next = 0;                               // struct llist_node
+};
+
 struct Layout {
     Version version;
     bool free_threaded = false;
@@ -98,6 +111,7 @@ struct Layout {
     // Offset inside _PyRuntime of the GIL struct (bpf.gil_where == PBP_GIL_WHERE_ADDR, 3.7 ..
     // 3.11); nullopt elsewhere (3.12+ find it through the interpreter: bpf.interp_gil_ptr).
     std::optional<uint64_t> runtime_gil;
+    AsyncObjectLayout async_objects;  // 3.14+, for --async
     std::string source;  // where it came from: "table 3.11" / "_Py_DebugOffsets 3.13.0"
 };
 

@@ -271,6 +271,27 @@ bool read_thread_stacks(MemoryReader& mem, pid_t pid, const pbp_proc& proc, std:
     return true;
 }
 
+bool read_frame_at(MemoryReader& mem, const pbp_proc& proc, uint64_t frame, pbp_frame& out) {
+    const pbp_py_offsets& off = proc.off;
+    if (off.frame_kind == PBP_FRAME_OBJECT || off.instr_kind != PBP_INSTR_PTR || !frame) return false;
+    Walker w{mem, proc, off};
+    const uint32_t flen = std::min<uint32_t>(off.frame_read_len, PBP_WINDOW);
+    const uint32_t clen = std::min<uint32_t>(off.code_read_len, PBP_WINDOW);
+    uint8_t fw[PBP_WINDOW] = {}, cw[PBP_WINDOW] = {};
+    if (flen == 0 || clen == 0 || !mem.read(frame, fw, flen)) return false;
+    uint64_t code = u64_at(fw, off.frame_code) & ~static_cast<uint64_t>(off.executable_tag_mask);
+    if (!code || !mem.read(code, cw, clen)) return false;
+    if (proc.code_type_addr && u64_at(cw, off.code_ob_type) != proc.code_type_addr) return false;
+    out.code = code;
+    out.csum = code_checksum(off, cw, clen, &mem);
+    out.instr = PBP_INSTR_UNKNOWN;
+    uint64_t ip = u64_at(fw, off.frame_instr);
+    uint64_t base = w.bytecode_base(code, fw, cw);
+    if (ip >= base && ip - base < 0x1ffffffffULL) out.instr = static_cast<uint32_t>((ip - base) >> 1);
+    else if (ip && ip < base) out.instr = 0;
+    return true;
+}
+
 bool read_thread_stacks(pid_t pid, const pbp_proc& proc, std::vector<ThreadStack>& out, std::string& err) {
     ProcessMemory mem(pid);
     return read_thread_stacks(mem, pid, proc, out, err);

@@ -48,4 +48,10 @@ bool read_thread_stacks(pid_t pid, const pbp_proc& proc, std::vector<ThreadStack
 bool read_thread_stacks(MemoryReader& mem, pid_t pid, const pbp_proc& proc, std::vector<ThreadStack>& out,
                         std::string& err, bool walk_frames = true);
 
+// One _PyInterpreterFrame (3.11+) at frame, read as the walk reads each frame: its code object
+// (checked like the walk's), instruction and checksum. False when unreadable or not a code
+// object's frame. For frames that are not on a thread's chain: a suspended coroutine's
+// (userspace/cpython/asyncio.h).
+bool read_frame_at(MemoryReader& mem, const pbp_proc& proc, uint64_t frame, pbp_frame& out);
+
 }  // namespace pbp::cpython

@@ -17,7 +17,7 @@
 
 namespace pbp {
 
-static_assert(sizeof(pbp_event) == 64, "a ring-buffer record is 64 bytes (include/pybpfprof/abi.h)");
+static_assert(sizeof(pbp_event) == 72, "a ring-buffer record is 72 bytes (include/pybpfprof/abi.h)");
 
 namespace {
 
@@ -339,6 +339,14 @@ bool BpfSampler::set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out) {
     proc.flags = flags;
     if (out) *out = proc;
     // BPF_EXIST: an entry BPF deleted meanwhile (the process exec'd) is not brought back.
+    return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+}
+
+bool BpfSampler::set_async_task_offset(pid_t pid, uint16_t off) {
+    uint32_t key = static_cast<uint32_t>(pid);
+    pbp_proc proc{};
+    if (bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, 0)) return false;
+    proc.off.tstate_async_task = off;
     return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
 }
 

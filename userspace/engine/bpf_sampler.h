@@ -80,6 +80,8 @@ public:
     // Rewrites the PBP_PROC_* flags of a registered process (false when BPF no longer holds it).
     // *out: its entry as rewritten.
     bool set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out = nullptr);
+    // --async: BPF records the running asyncio task at this thread-state offset (0: not).
+    bool set_async_task_offset(pid_t pid, uint16_t off);
     bool lookup_process(pid_t pid, pbp_proc& out) const;  // its entry in BPF's procs map
     // The offcpu map: the entries of one process's threads (by tid), seeding an entry for a
     // thread asleep before it was tracked (kept if BPF has one already), forgetting a process's.

@@ -71,7 +71,7 @@ std::string fix_now(const std::string& fix) {
 }
 
 // One process's threads into out; false (gone says why) when its thread list cannot be read.
-bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::string& gone) {
+bool dump_process(const PythonTarget& t, int max_depth, bool async_tasks, DumpProcess& out, std::string& gone) {
     out.pid = t.pid;
     out.command = procfs::cmdline(t.pid);
     out.exe = procfs::exe(t.pid);
@@ -145,6 +145,7 @@ bool dump_process(const PythonTarget& t, int max_depth, DumpProcess& out, std::s
         fill(p, d);
         out.threads.push_back(std::move(d));
     }
+    if (async_tasks) out.asyncio = dump_asyncio(t, proc, read, store, proc.max_depth);
     return true;
 }
 
@@ -219,7 +220,7 @@ Status gather_dump(const DumpRequest& req, DumpResult& out) {
     for (const PythonTarget& t : targets) {
         DumpProcess p;
         std::string gone;
-        if (!dump_process(t, req.max_depth, p, gone)) {
+        if (!dump_process(t, req.max_depth, req.async_tasks, p, gone)) {
             out.warnings.push_back("PID " + std::to_string(t.pid) + ": not dumped: " + gone);
             continue;
         }

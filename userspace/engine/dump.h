@@ -6,9 +6,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/dump_asyncio.h"
 #include "engine/engine.h"
 #include "engine/profile.h"
 
@@ -20,6 +22,7 @@ struct DumpRequest {
     std::vector<std::string> cgroups;  // --cgroup: paths, pod UIDs, namespace/name, container IDs
     std::string node_root = "/";
     int max_depth = 0;                 // 0 = PBP_MAX_DEPTH, as BPF
+    bool async_tasks = false;          // --async: every asyncio task too (engine/dump_asyncio.h)
     // Which processes may be dumped (the agent: the caller's own, agent/access.h); empty: any.
     // Asked before a process is read and again after: a --pid refused is an error, a process
     // of --all-python or --cgroup refused is left out.
@@ -60,6 +63,7 @@ struct DumpProcess {
     std::string python;      // PythonTarget::describe(): version and the ELF holding the runtime
     std::string gil_note;    // why no thread's GIL state is known; "" when it is
     std::vector<DumpThread> threads;  // in /proc/PID/task order, then thread states without a thread
+    std::optional<DumpAsyncio> asyncio;  // --async only
 };
 
 struct DumpResult {

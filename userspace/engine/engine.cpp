@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "engine/aggregator.h"
+#include "engine/asyncio_tasks.h"
 #include "engine/bpf_sampler.h"
 #include "engine/decimate.h"
 #include "engine/find_targets.h"
@@ -237,6 +238,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
         *e->symbolizer_, [eng = e.get()](uint64_t id, pbp_stack& out) { return eng->sampler_->lookup_stack(id, out); });
     e->registry_ = std::make_unique<ProcessRegistry>();
     e->discoverer_ = std::make_unique<Discoverer>();
+    e->asyncio_ = std::make_unique<AsyncioTasks>();
     e->node_ = std::make_unique<NodeNames>(cfg.node_root);
     e->sampling_ = true;
     return e;
@@ -487,6 +489,18 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
     s.ever_.insert(t.pid);
     s.agg_->add_process(t.pid);
     update_wall(t.pid);
+    if (s.cfg_.async_tasks && !asyncio_->has(t.pid)) {
+        pbp_proc proc{};
+        std::string why;
+        if (sampler_->lookup_process(t.pid, proc) && asyncio_->add_process(t.pid, t.layout, t.interp_path, proc, why)) {
+            update_async(t.pid);
+        } else if (!why.empty() && !s.async_note_given_) {
+            s.async_note_given_ = true;  // one line, whatever the number of targets
+            s.event({EngineEvent::Warning, t.pid, false, 0, "--async: PID " + std::to_string(t.pid) + ": " + why});
+        }
+    } else if (s.cfg_.async_tasks) {
+        update_async(t.pid);
+    }
     if (!t.warning.empty())
         s.event({EngineEvent::Warning, t.pid, false, 0, "PID " + std::to_string(t.pid) + ": " + t.warning});
     if (!t.gil_unknown.empty()) s.gil_unknown_[static_cast<uint32_t>(t.pid)] = t.gil_unknown;
@@ -504,6 +518,8 @@ void Engine::launch_tree_roots(Session& s) {
 
 void Engine::forget_in_bpf(pid_t pid) {
     sampler_->remove_process(pid);
+    asyncio_->remove_process(pid);
+    async_pids_.erase(pid);
     if (wall_pids_.erase(pid)) sampler_->forget_offcpu(pid);
     symbolizer_->remove_process(pid);
     store_->forget_process(pid);
@@ -516,8 +532,12 @@ void Engine::release_target(Session& s, pid_t pid) {
     auto it = targets_.find(pid);
     if (it == targets_.end()) return;
     it->second.erase(&s);
-    if (it->second.empty()) forget_in_bpf(pid);
-    else update_wall(pid);
+    if (it->second.empty()) {
+        forget_in_bpf(pid);
+    } else {
+        update_wall(pid);
+        update_async(pid);
+    }
 }
 
 void Engine::target_gone(pid_t pid) {
@@ -568,7 +588,10 @@ void Engine::on_sample(const pbp_event& e) {
     if (it == targets_.end()) return;  // forgotten while its record was queued
     uint32_t stack = stack_for(e);
     registry_->on_sample(e.pid, e.tid);
+    // --async: the stack under its task chain, for the sessions that want it (made once).
+    const uint32_t task_stack = with_task(e, stack);
     for (Session* s : it->second) {
+        const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
         if (e.ts_ns < s->start_mono_ns_ || (s->end_mono_ns_ && e.ts_ns > s->end_mono_ns_)) continue;
         const ProfileMode mode = s->cfg_.mode;
@@ -580,7 +603,7 @@ void Engine::on_sample(const pbp_event& e) {
                 if (!since) continue;
                 pbp_event clipped = e;
                 clipped.weight_ns = since;
-                s->agg_->on_sample(clipped, stack);
+                s->agg_->on_sample(clipped, stack_here);
                 continue;
             }
         } else if (mode == ProfileMode::Gil && e.gil != PBP_GIL_HELD) {
@@ -589,7 +612,7 @@ void Engine::on_sample(const pbp_event& e) {
             s->gil_left_out_samples_++;
             continue;
         }
-        s->agg_->on_sample(e, stack);
+        s->agg_->on_sample(e, stack_here);
     }
     if (store_->has_moves()) {
         auto moves = store_->take_moves();
@@ -688,6 +711,7 @@ void Engine::check_done(Session& s, uint64_t now) {
 
 int Engine::poll(int timeout_ms) {
     if (!pending_.empty()) timeout_ms = std::min(timeout_ms, 2);
+    asyncio_->new_turn();  // tasks read before may have ended or moved on
     int n = sampler_->poll(timeout_ms);
     if (n < 0 && n != -EINTR) return n;
     uint64_t now = mono_ns();
@@ -791,6 +815,8 @@ void Engine::reset_caches() {
                                           [this](uint64_t id, pbp_stack& out) { return sampler_->lookup_stack(id, out); });
     registry_ = std::make_unique<ProcessRegistry>();
     discoverer_ = std::make_unique<Discoverer>();
+    asyncio_ = std::make_unique<AsyncioTasks>();
+    async_pids_.clear();
     first_seen_.clear();
     first_stack_.clear();
 }
@@ -844,6 +870,16 @@ void Engine::update_wall(pid_t pid) {
     }
 }
 
+void Engine::update_async(pid_t pid) {
+    auto it = targets_.find(pid);
+    const bool want = it != targets_.end() && asyncio_->has(pid) &&
+                      std::any_of(it->second.begin(), it->second.end(), [](Session* s) { return s->cfg_.async_tasks; });
+    if (want == static_cast<bool>(async_pids_.count(pid))) return;
+    if (!sampler_->set_async_task_offset(pid, want ? asyncio_->task_offset(pid) : 0)) return;  // exec'd: found again
+    if (want) async_pids_.insert(pid);
+    else async_pids_.erase(pid);
+}
+
 // Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
 // one asleep has its interval start now (what came before is before every session that wants
 // it), its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
@@ -891,9 +927,15 @@ uint32_t Engine::stack_for(const pbp_event& e) {
     return store_->stack_for(e);
 }
 
+uint32_t Engine::with_task(const pbp_event& e, uint32_t stack) {
+    if (!e.async_task || !async_pids_.count(static_cast<pid_t>(e.pid))) return stack;
+    const AsyncioTasks::Chain* ch = asyncio_->chain(static_cast<pid_t>(e.pid), e.async_task);
+    return ch ? store_->task_stack(e, stack, ch->names, ch->coro_code) : stack;
+}
+
 void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {
     registry_->on_sample(e.pid, e.tid);
-    s.agg_->on_sample(e, stack);
+    s.agg_->on_sample(e, s.cfg_.async_tasks ? with_task(e, stack) : stack);
 }
 
 // A wall session's end: what BPF has not emitted yet. A pending interval carries the stack BPF
@@ -925,6 +967,7 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                 p.weight_ns = std::min<uint64_t>(end_ns - en.out_ns, span);
                 p.wait = en.wait;
                 p.gil = en.gil;
+                p.async_task = en.async_task;  // the task at its switch-out (--async)
                 if (en.approx) p.flags |= PBP_F_AGGREGATE;
                 uint32_t stack = 0;
                 bool have = false;

@@ -41,6 +41,7 @@ namespace pbp {
 class BpfSampler;
 class Symbolizer;
 class StackStore;
+class AsyncioTasks;
 class ProcessRegistry;
 class Discoverer;
 class Aggregator;
@@ -113,6 +114,10 @@ struct SessionConfig {
     // wall: off-CPU intervals shorter than this are summed per thread and wait reason, and
     // emitted as one aggregate sample once the sum reaches it (never dropped).
     uint64_t min_block_ns = 1'000'000;
+    // --async: each sample of a thread running an asyncio task (CPython 3.14+) is put under the
+    // task's chain ("<task main>" -> "<task fetch-42>" -> its coroutine frames); older
+    // interpreters keep their frames, and a Warning says task names need 3.14+.
+    bool async_tasks = false;
 };
 
 // What the engine tells a session's owner while it runs.
@@ -187,6 +192,7 @@ private:
     std::map<uint32_t, std::string> gil_unknown_;
     std::map<GilState, uint64_t> gil_left_out_ns_;
     uint64_t gil_left_out_samples_ = 0;
+    bool async_note_given_ = false;  // --async: the "task names need 3.14+" note, once
     pid_t launched_pid_ = 0;
     std::unique_ptr<Launcher> launcher_;
     struct WatchedCgroup;
@@ -276,6 +282,11 @@ private:
     // The stack of a sample record (StackStore::stack_for), or for an off-CPU record of a thread
     // BPF never walked, the stack read when it was seeded.
     uint32_t stack_for(const pbp_event& e);
+    // --async: does a session that wants pid want its tasks? Then BPF records the running task
+    // of its samples (the process's asyncio offsets found once), else no longer.
+    void update_async(pid_t pid);
+    // --async: stack under the task chain of e's running task (its plain stack when none).
+    uint32_t with_task(const pbp_event& e, uint32_t stack);
     // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
     // none); false and error when the perf events cannot be reopened (the old rate is kept).
     bool apply_rate(double joining_hz, std::string& error);
@@ -284,6 +295,8 @@ private:
     std::unique_ptr<BpfSampler> sampler_;
     std::unique_ptr<Symbolizer> symbolizer_;
     std::unique_ptr<StackStore> store_;
+    std::unique_ptr<AsyncioTasks> asyncio_;  // --async: the tasks of the processes that want them
+    std::set<pid_t> async_pids_;             // those whose samples BPF records the task of
     std::unique_ptr<ProcessRegistry> registry_;
     std::unique_ptr<Discoverer> discoverer_;
     struct NodeNames;

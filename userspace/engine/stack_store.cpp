@@ -10,9 +10,15 @@ namespace pbp {
 StackStore::StackStore(Symbolizer& symbolizer, StackLookup lookup)
     : symbolizer_(symbolizer), lookup_(std::move(lookup)), buf_(new pbp_stack()) {}
 
-void StackStore::reset_process(pid_t pid) { stack_ids_[pid].clear(); }
+void StackStore::reset_process(pid_t pid) {
+    stack_ids_[pid].clear();
+    task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
+}
 
-void StackStore::forget_process(pid_t pid) { stack_ids_.erase(pid); }
+void StackStore::forget_process(pid_t pid) {
+    stack_ids_.erase(pid);
+    task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
+}
 
 uint32_t StackStore::wait_frame(uint32_t wait) {
     Frame f;
@@ -118,6 +124,51 @@ uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& l
     b.problem = problems.empty() ? "" : problems.begin()->first;
     uint32_t variant = (flags & PBP_F_PARTIAL) ? 2 + reason : (flags & PBP_F_TRUNCATED) ? 1 : 0;
     return variant_stack(b, variant | (wait << kWaitShift));
+}
+
+uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::vector<std::string>& chain,
+                                uint64_t coro_code) {
+    const pid_t pid = static_cast<pid_t>(e.pid);
+    auto& by_chain = task_stacks_[{pid, e.stack_id, coro_code, plain}];
+    auto known = by_chain.find(chain);
+    if (known != by_chain.end()) return known->second;
+
+    std::vector<uint32_t> frames;
+    for (auto& name : chain) {
+        Frame f;
+        f.name = name;
+        f.synthetic = true;
+        frames.push_back(frames_.intern(f));
+    }
+    std::string problem = problem_[plain];
+    // The frames from the task's coroutine frame to the leaf, read again from the stacks map
+    // (the id was read moments ago; this is once per stack, task code and chain).
+    bool cut = false;
+    if (e.stack_id && coro_code && lookup_(e.stack_id, *buf_)) {
+        int outer = -1;
+        for (uint32_t i = 0; i < buf_->depth && i < PBP_MAX_DEPTH; i++)
+            if (buf_->frames[i].code == coro_code) outer = static_cast<int>(i);
+        if (outer >= 0) {
+            buf_->depth = static_cast<uint32_t>(outer) + 1;
+            std::map<std::string, uint64_t> problems;
+            auto own = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
+            frames.insert(frames.end(), own.begin(), own.end());
+            problem = problems.empty() ? "" : problems.begin()->first;
+            // An off-CPU sample keeps its wait leaf (the plain stack's last frame).
+            const uint32_t wait = e.kind == PBP_KIND_OFF_CPU && e.wait > PBP_WAIT_NONE && e.wait < PBP_WAIT_COUNT ? e.wait : 0;
+            if (wait) frames.push_back(wait_frame(wait));
+            cut = true;
+        }
+    }
+    if (!cut) {
+        const auto& whole = stacks_.at(plain);
+        frames.insert(frames.end(), whole.begin(), whole.end());
+    }
+    uint32_t idx = stacks_.intern(frames);
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    problem_[idx] = problem;
+    by_chain.emplace(chain, idx);
+    return idx;
 }
 
 }  // namespace pbp

@@ -5,7 +5,9 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -48,6 +50,14 @@ public:
     // "[reason]" stack. wait: an off-CPU sample's enum pbp_wait (its leaf), 0 for none.
     uint32_t stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
                               uint16_t reason, uint32_t wait = 0);
+    // --async: the stack of sample e (its plain stack: stack_for(e)) taken while an asyncio task
+    // ran: the task chain (synthetic "<task NAME>" frames, outermost awaiter first), then the
+    // sample's frames from the task's coroutine frame (the outermost frame of code object
+    // coro_code) to the leaf. The event loop's frames below the task are left out, as CPython's
+    // async-aware views show a task (Modules/_remote_debugging: a task's stack ends at its
+    // coroutine's frame). When coro_code is not in the stack, the chain goes above all of it.
+    uint32_t task_stack(const pbp_event& e, uint32_t plain, const std::vector<std::string>& chain,
+                        uint64_t coro_code);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).
@@ -93,6 +103,8 @@ private:
     std::unordered_map<pid_t, std::unordered_map<uint64_t, BaseStack>> stack_ids_;  // pid -> BPF id
     std::unique_ptr<pbp_stack> buf_;
     std::vector<StackMove> moves_;
+    // task_stack's results: (pid, stack id, coroutine code, plain stack) -> (chain -> stack)
+    std::map<std::tuple<pid_t, uint64_t, uint64_t, uint32_t>, std::map<std::vector<std::string>, uint32_t>> task_stacks_;
 };
 
 }  // namespace pbp
