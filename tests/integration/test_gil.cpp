@@ -181,6 +181,13 @@ TEST_P(Gil, LiveProcessGilReadFromUserspace) {
         ASSERT_TRUE(mem.read_value(ts + o.tstate_next, ts));
     }
     ASSERT_FALSE(tstates.empty());
+    // Writing "ready" released the GIL (the write is a blocking call): on a loaded machine
+    // the spinner may not have run since. Once it has taken the GIL back it keeps it.
+    for (int i = 0; i < 200; i++) {
+        auto g = cpython::read_gil(*range, mem);
+        if (g && g->locked == 1) break;
+        usleep(10000);
+    }
     for (int i = 0; i < 5; i++) {
         auto g = cpython::read_gil(*range, mem);
         ASSERT_TRUE(g);
