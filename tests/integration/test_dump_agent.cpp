@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -46,6 +47,38 @@ protected:
         std::vector<std::string> a{pybpfprof_bin(), "dump"};
         a.insert(a.end(), args.begin(), args.end());
         return run(as_user(user, a, socket), 60);
+    }
+
+    // in's command line for a workload (dump_blocked.py unless said), run as user: pyenv's,
+    // under /root where the user cannot go, through a tree of hard links to it; the chroots'
+    // with chroot --userspec.
+    std::vector<std::string> user_argv(const Interpreter& in, const std::string& user,
+                                       const std::string& name = "dump_blocked.py",
+                                       const std::vector<std::string>& args = {}) {
+        std::vector<std::string> tail{workload_for(in, name)};
+        tail.insert(tail.end(), args.begin(), args.end());
+        auto with_tail = [&](std::vector<std::string> a) {
+            a.insert(a.end(), tail.begin(), tail.end());
+            return a;
+        };
+        if (!in.root.empty()) {
+            const std::string uid = std::to_string(uid_of(user));
+            const std::string gid = run({"id", "-g", user}).out;
+            std::vector<std::string> a{"chroot", "--userspec=" + uid + ":" + gid.substr(0, gid.size() - 1),
+                                       "--groups=" + gid.substr(0, gid.size() - 1), in.root};
+            a.insert(a.end(), in.argv.begin() + 2, in.argv.end());  // after "chroot ROOT"
+            return with_tail(a);
+        }
+        const std::string exe = in.argv[0];
+        if (exe.rfind("/root/", 0) != 0) return as_user(user, with_tail({exe}));
+        // /root/.pyenv/versions/X.Y.Z/bin/pythonX.Y -> DIR/python/X.Y.Z/bin/pythonX.Y
+        const std::filesystem::path home = std::filesystem::path(exe).parent_path().parent_path();
+        const std::string copy = dir + "/python/" + home.filename().string();
+        std::filesystem::create_directories(dir + "/python");
+        chmod((dir + "/python").c_str(), 0755);
+        if (!std::filesystem::exists(copy)) run({"cp", "-al", home.string(), copy});
+        return as_user(user, with_tail({"env", "LD_LIBRARY_PATH=" + copy + "/lib",
+                                        copy + "/" + std::filesystem::relative(exe, home).string()}));
     }
 
     // bytes written at once to the agent by pbp-test-a (a child of ours with its ids), then n
@@ -161,32 +194,7 @@ TEST_F(DumpAgent, FiveNamedThreadsOfTheCallersOwnProcess) {
 // (pyenv's, under /root where the user cannot go, through a tree of hard links to it; the
 // chroots' with chroot --userspec): the user's dump through the agent shows the five
 // threads asleep in their calls, and is the document root's direct dump gives.
-class DumpAgentMatrix : public DumpAgent, public ::testing::WithParamInterface<Interpreter> {
-protected:
-    // in's command line for dump_blocked.py, run as user.
-    std::vector<std::string> user_argv(const Interpreter& in, const std::string& user) {
-        const std::string script = workload_for(in, "dump_blocked.py");
-        if (!in.root.empty()) {
-            const std::string uid = std::to_string(uid_of(user));
-            const std::string gid = run({"id", "-g", user}).out;
-            std::vector<std::string> a{"chroot", "--userspec=" + uid + ":" + gid.substr(0, gid.size() - 1),
-                                       "--groups=" + gid.substr(0, gid.size() - 1), in.root};
-            a.insert(a.end(), in.argv.begin() + 2, in.argv.end());  // after "chroot ROOT"
-            a.push_back(script);
-            return a;
-        }
-        const std::string exe = in.argv[0];
-        if (exe.rfind("/root/", 0) != 0) return as_user(user, {exe, script});
-        // /root/.pyenv/versions/X.Y.Z/bin/pythonX.Y -> DIR/python/X.Y.Z/bin/pythonX.Y
-        const std::filesystem::path home = std::filesystem::path(exe).parent_path().parent_path();
-        const std::string copy = dir + "/python/" + home.filename().string();
-        std::filesystem::create_directories(dir + "/python");
-        chmod((dir + "/python").c_str(), 0755);
-        if (!std::filesystem::exists(copy)) run({"cp", "-al", home.string(), copy});
-        return as_user(user, {"env", "LD_LIBRARY_PATH=" + copy + "/lib",
-                              copy + "/" + std::filesystem::relative(exe, home).string(), script});
-    }
-};
+class DumpAgentMatrix : public DumpAgent, public ::testing::WithParamInterface<Interpreter> {};
 
 TEST_P(DumpAgentMatrix, FiveNamedThreadsThroughTheAgent) {
     const Interpreter& in = GetParam();
@@ -476,4 +484,57 @@ TEST_F(DumpAgent, WithoutAgentOrRootTheErrorNamesBothFixes) {
 }
 
 }  // namespace
+// --async through the agent (CPython 3.14): a user's dump of their own asyncio process lists
+// its tasks and who awaits whom, the document root's direct dump gives; and a user's profile
+// of their own process puts its samples under the task chain.
+TEST_F(DumpAgent, AsyncTasksOfTheUsersOwnProcessThroughTheAgent) {
+    std::optional<Interpreter> in;
+    for (auto& i : all_interpreters())
+        if (i.name == "sid-3.14") in = i;
+    PBP_REQUIRE(in.has_value(), "the sid chroot's CPython 3.14 (tools/provision-pythons)");
+
+    Reporter gather(user_argv(*in, "pbp-test-a", "asyncio_gather.py"));
+    ASSERT_EQ(gather.read_lines(1, 60), std::vector<std::string>{"ready"}) << gather.err();
+    const std::string pid = std::to_string(gather.pid());
+    auto js = dump_as("pbp-test-a", {"--pid", pid, "--async", "--json"});
+    ASSERT_EQ(js.status, 0) << js.err;
+    const json doc = json::parse(js.out);
+    ASSERT_EQ(doc["processes"].size(), 1u);
+    const json& a = doc["processes"][0]["asyncio"];
+    ASSERT_TRUE(a.is_object()) << js.out;
+    std::map<std::string, std::string> name_of;  // id -> name
+    for (const auto& t : a["tasks"]) name_of[t["id"].get<std::string>()] = t["name"].get<std::string>();
+    std::set<std::pair<std::string, std::string>> edges;  // (awaiter, awaited)
+    for (const auto& t : a["tasks"])
+        for (const auto& by : t["awaited_by"]) edges.insert({name_of[by.get<std::string>()], t["name"].get<std::string>()});
+    const std::set<std::pair<std::string, std::string>> want{{"main", "outer-0"},     {"main", "outer-1"},
+                                                             {"outer-0", "leaf-0-0"}, {"outer-0", "leaf-0-1"},
+                                                             {"outer-1", "leaf-1-0"}, {"outer-1", "leaf-1-1"}};
+    for (auto& e : want) EXPECT_TRUE(edges.count(e)) << e.first << " -> " << e.second << " missing\n" << js.out;
+    // The same document as root's direct dump (the tasks all wait: nothing moves between them).
+    auto direct = run({pybpfprof_bin(), "dump", "--pid", pid, "--async", "--json"});
+    ASSERT_EQ(direct.status, 0) << direct.err;
+    EXPECT_EQ(json::parse(direct.out)["processes"][0]["asyncio"], a);
+    // Text through the agent: the pstree tree.
+    auto text = dump_as("pbp-test-a", {"--pid", pid, "--async"});
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_NE(text.out.find("(T) main"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("(T) leaf-1-1"), std::string::npos) << text.out;
+
+    // Profiling with --async through the agent: the three tasks that compute in turn.
+    Reporter tasks(user_argv(*in, "pbp-test-a", "asyncio_tasks.py", {"4"}));
+    const std::string out = dir + "/pbp-test-a/async.folded";
+    auto rec = run(as_user("pbp-test-a",
+                           {pybpfprof_bin(), "-q", "--async", "-r", "499", "-d", "2", "--pid", std::to_string(tasks.pid()),
+                            "-o", out},
+                           socket),
+                   60);
+    ASSERT_EQ(rec.status, 0) << rec.err;
+    EXPECT_EQ(rec.err.find("--async"), std::string::npos) << "no note, no refusal on 3.14: " << rec.err;
+    const std::string folded = read_file(out);
+    for (const char* t : {"alpha", "beta", "gamma"})
+        EXPECT_NE(folded.find(std::string("<task main>;<task ") + t + ">;worker"), std::string::npos)
+            << t << "\n" << folded.substr(0, 2000);
+}
+
 }  // namespace pbp::test

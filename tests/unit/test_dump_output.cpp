@@ -7,6 +7,7 @@
 
 #include "cli/dump_output.h"
 #include "cli/pyspy_dump.h"
+#include "export/dump_document.h"
 
 namespace pbp {
 namespace {
@@ -33,6 +34,7 @@ DumpResult sample_dump() {
     DumpThread t2;
     t2.tid = 101;
     t2.name = "worker";
+    t2.os_name = "python3";
     t2.state = 'R';
     t2.python = true;
     t2.gil = DumpGil::NotHeld;
@@ -47,6 +49,12 @@ DumpResult sample_dump() {
     t4.python = true;
     t4.problem = "no Python frame";
     a.threads = {t1, t2, t3, t4};
+    // dump --async: a task awaiting two others, one done, one of the interpreter's list.
+    DumpAsyncio as;
+    as.tasks = {{0x7f0000001000, "main", "pending", 100, {{"main", "/app/app.py", 40, false}}, {}},
+                {0x7f0000002000, "Task-7", "running", 100, {{"fetch", "/app/app.py", 22, false}}, {0x7f0000001000}},
+                {0x7f0000003000, "finished", "done", 0, {}, {0x7f0000001000, 0x7f0000002000}}};
+    a.asyncio = as;
     DumpProcess b;
     b.pid = 200;
     b.ns_pid = 7;
@@ -82,9 +90,12 @@ TEST(DumpOutput, JsonReadsBackToTheSameDump) {
     EXPECT_EQ(t2.str(), t1.str());
     EXPECT_EQ(back.processes[0].threads[2].state, 'D');
     EXPECT_EQ(back.processes[1].gil_note, "free-threaded build: no GIL");
+    ASSERT_TRUE(back.processes[0].asyncio.has_value());
+    EXPECT_EQ(back.processes[0].asyncio->tasks[2].awaited_by, (std::vector<uint64_t>{0x7f0000001000, 0x7f0000002000}));
+    EXPECT_FALSE(back.processes[1].asyncio.has_value());
     // Fields a newer agent may add are ignored.
     json newer = doc;
-    newer["processes"][0]["tasks"] = json::array();
+    newer["processes"][0]["coroutines"] = json::array();
     newer["processes"][0]["threads"][0]["python_name"] = "MainThread";
     ASSERT_TRUE(dump_from_json(newer, back, error)) << error;
     EXPECT_EQ(dump_json(back), doc);
@@ -117,6 +128,15 @@ TEST(DumpOutput, ADocumentThatIsNotADumpIsOneLine) {
     c = good;
     c["warnings"] = json::array({1});
     cases.push_back({c, "the dump's warnings are not strings"});
+    c = good;
+    c["processes"][0]["asyncio"]["tasks"][1]["awaited_by"][0] = "0xZZ";
+    cases.push_back({c, "processes[0].asyncio.tasks[1].awaited_by is not a task id (0x and up to 16 hex digits)"});
+    c = good;
+    c["processes"][0]["asyncio"]["tasks"][0]["id"] = "0x123456789abcdef01";
+    cases.push_back({c, "processes[0].asyncio.tasks[0].id is not a task id (0x and up to 16 hex digits)"});
+    c = good;
+    c["processes"][0]["asyncio"].erase("tasks");
+    cases.push_back({c, "processes[0].asyncio has no field 'tasks'"});
     for (const auto& k : cases) {
         DumpResult out;
         std::string error;

@@ -222,11 +222,11 @@ const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> start = {"v",          "op",        "pids",   "all_python", "cgroups",
                                                 "launched_pid", "command",   "rate_hz", "duration_s", "max_depth",
                                                 "format",     "report",    "group_by", "progress", "children",
-                                                "mode",       "min_block_us"};
+                                                "mode",       "min_block_us", "async"};
     static const std::set<std::string> snapshot = {"v", "op", "format", "report"};
     static const std::set<std::string> stop = {"v", "op", "output_name"};
     static const std::set<std::string> status = {"v", "op"};
-    static const std::set<std::string> dump = {"v", "op", "pids", "all_python", "cgroups", "max_depth"};
+    static const std::set<std::string> dump = {"v", "op", "pids", "all_python", "cgroups", "max_depth", "async"};
     switch (op) {
         case Request::Op::Start: return start;
         case Request::Op::Snapshot: return snapshot;
@@ -297,6 +297,7 @@ bool parse_dump(const json& obj, DumpStacksRequest& d, std::string& error) {
         return fail(error, "a dump request needs exactly one target field: 'pids', 'all_python' or 'cgroups' (got " +
                                which + ")");
     }
+    if (!check_bool(obj, "async", d.async_tasks, error)) return false;
     return parse_targets(obj, d.pids, d.all_python, d.cgroups, error) && parse_max_depth(obj, d.max_depth, error);
 }
 
@@ -364,6 +365,7 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
                                    std::to_string(kMinMinBlockUs) + " to " + std::to_string(kMaxMinBlockUs) +
                                    got_text(*it));
     }
+    if (!check_bool(obj, "async", s.async_tasks, error)) return false;
     return check_bool(obj, "progress", s.progress, error);
 }
 
@@ -554,6 +556,7 @@ std::string encode_request(const Request& r) {
             j["progress"] = s.progress;
             j["mode"] = s.mode;
             if (s.mode == "wall") j["min_block_us"] = s.min_block_us;
+            if (s.async_tasks) j["async"] = true;
             break;
         }
         case Request::Op::Snapshot:
@@ -569,6 +572,7 @@ std::string encode_request(const Request& r) {
             if (d.all_python) j["all_python"] = true;
             if (!d.cgroups.empty()) j["cgroups"] = d.cgroups;
             j["max_depth"] = d.max_depth;
+            if (d.async_tasks) j["async"] = true;
             break;
         }
         case Request::Op::Status: break;

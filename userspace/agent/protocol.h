@@ -65,6 +65,7 @@ struct StartRequest {
     bool progress = true;
     std::string mode = "cpu";          // "cpu", "wall" or "gil" (the engine's ProfileMode)
     int64_t min_block_us = kDefaultMinBlockUs;  // only with mode "wall"
+    bool async_tasks = false;          // "async": samples under their asyncio task chain (--async)
     bool operator==(const StartRequest&) const = default;
 };
 struct SnapshotRequest {
@@ -83,6 +84,7 @@ struct DumpStacksRequest {
     bool all_python = false;
     std::vector<std::string> cgroups;
     int max_depth = 0;  // 0: as BPF walks (PBP_MAX_DEPTH)
+    bool async_tasks = false;  // "async": every asyncio task too (dump --async)
     bool operator==(const DumpStacksRequest&) const = default;
 };
 struct Request {

@@ -19,7 +19,7 @@
 
 #include "agent/access.h"
 #include "agent/protocol.h"
-#include "cli/dump_output.h"
+#include "export/dump_document.h"
 #include "engine/dump.h"
 #include "engine/engine.h"
 #include "export/exporter.h"
@@ -473,6 +473,7 @@ void Server::start(Conn& c, const StartRequest& r) {
     sc.rate_hz = r.rate_hz;
     parse_mode(r.mode, sc.mode);  // parse_request allowed only the names parse_mode knows
     sc.min_block_ns = static_cast<uint64_t>(r.min_block_us) * 1000;
+    sc.async_tasks = r.async_tasks;
     if (!admin) {
         Policy policy = policy_;
         sc.admit = [caller, policy](pid_t pid, std::string& why) {
@@ -540,6 +541,7 @@ void Server::dump(Conn& c, const DumpStacksRequest& r) {
     req.cgroups = r.cgroups;
     req.node_root = cfg_.node_root;
     req.max_depth = r.max_depth;
+    req.async_tasks = r.async_tasks;
     if (!c.admin) {
         Policy policy = policy_;
         // A PID with no process (or a thread's ID) is bad input, as in a direct dump; the

@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "agent/protocol.h"
-#include "cli/dump_output.h"
+#include "export/dump_document.h"
 #include "cli/outputs.h"
 #include "cli/record.h"
 #include "cli/terminal.h"
@@ -99,10 +99,6 @@ int run_via_agent(const Options& o, const std::string& path) {
             "another --report path");
         return kExitBadInput;
     }
-    if (o.async_tasks) {  // the agent protocol has no field for it yet
-        err("--async is not available through the agent yet; run pybpfprof as root for --async");
-        return kExitBadInput;
-    }
     int fd = connect_to(path, error);
     if (fd < 0) return err(error), kExitError;
     install_signals();
@@ -122,6 +118,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     s.group_by = o.group_by;
     s.mode = mode_name(o.mode);
     s.min_block_us = static_cast<int64_t>(o.min_block_ns / 1000);
+    s.async_tasks = o.async_tasks;
     Launcher launcher;
     if (!o.command.empty()) {
         // Forked here, as this user, and held before exec until the agent follows it.
@@ -245,6 +242,7 @@ Status dump_via_agent(const DumpRequest& r, const std::string& path, DumpResult&
     req.dump.all_python = r.all_python;
     req.dump.cgroups = r.cgroups;
     req.dump.max_depth = r.max_depth;
+    req.dump.async_tasks = r.async_tasks;
     agent::Message m;
     // A dump of many processes is read before the agent answers: allow it time.
     const bool talked = agent::write_all(fd, agent::frame(agent::encode_request(req)), error) &&

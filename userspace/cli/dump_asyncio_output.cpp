@@ -1,6 +1,5 @@
 #include "cli/dump_asyncio_output.h"
 
-#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
@@ -9,12 +8,6 @@
 namespace pbp {
 
 namespace {
-
-std::string hex(uint64_t v) {
-    char b[32];
-    snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-    return b;
-}
 
 // pstree's frame label: "function file:line".
 std::string frame_label(const Frame& f) {
@@ -77,34 +70,6 @@ void write_asyncio_text(const DumpAsyncio& a, std::ostream& out) {
     // Tasks only in await cycles have no root: each shown from itself.
     for (size_t i = 0; i < a.tasks.size(); i++)
         if (!tr.shown.count(i)) tr.task(i, "", true, path);
-}
-
-nlohmann::json asyncio_json(const DumpAsyncio& a) {
-    nlohmann::json tasks = nlohmann::json::array();
-    for (const DumpTask& t : a.tasks) {
-        nlohmann::json frames = nlohmann::json::array();
-        for (const Frame& f : t.coroutine_stack) {
-            nlohmann::json jf = {{"function", f.name}};
-            if (f.synthetic) {
-                jf["synthetic"] = true;
-            } else {
-                jf["file"] = f.file;
-                jf["line"] = f.line;
-            }
-            frames.push_back(std::move(jf));
-        }
-        nlohmann::json by = nlohmann::json::array();
-        for (uint64_t b : t.awaited_by) by.push_back(hex(b));
-        tasks.push_back({
-            {"id", hex(t.id)},
-            {"name", t.name},
-            {"state", t.state},
-            {"thread", t.thread ? nlohmann::json(t.thread) : nlohmann::json(nullptr)},
-            {"awaited_by", std::move(by)},
-            {"coroutine_stack", std::move(frames)},
-        });
-    }
-    return {{"note", a.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.note)}, {"tasks", std::move(tasks)}};
 }
 
 }  // namespace pbp

@@ -7,6 +7,7 @@
 
 #include "cli/agent_client.h"
 #include "cli/dump_output.h"
+#include "export/dump_document.h"
 #include "cli/options.h"
 #include "engine/dump.h"
 #include "pybpfprof/abi.h"
