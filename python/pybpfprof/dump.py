@@ -41,7 +41,7 @@ def _check_document(doc, source):
     return doc
 
 
-def _via_agent(sock, pids, max_depth, timeout):
+def _via_agent(sock, pids, max_depth, async_tasks, timeout):
     req = {"op": "dump"}
     if pids is None:
         req["all_python"] = True
@@ -49,6 +49,8 @@ def _via_agent(sock, pids, max_depth, timeout):
         req["pids"] = pids
     if max_depth is not None:
         req["max_depth"] = max_depth
+    if async_tasks:
+        req["async"] = True
     try:
         _protocol.send_request(sock, req)
         header, attachments = _protocol.read_message(sock, timeout)
@@ -71,7 +73,7 @@ def _via_agent(sock, pids, max_depth, timeout):
     return _check_document(doc, "the agent's answer")
 
 
-def _direct(pids, max_depth, timeout, binary):
+def _direct(pids, max_depth, async_tasks, timeout, binary):
     exe = binary or find_binary()
     if not exe:
         raise AgentUnavailableError("no pybpfprof agent answers, and the pybpfprof binary to dump directly was not "
@@ -83,6 +85,8 @@ def _direct(pids, max_depth, timeout, binary):
         cmd += ["--pid", str(p)]
     if max_depth is not None:
         cmd += ["--max-depth", str(max_depth)]
+    if async_tasks:
+        cmd.append("--async")
     r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     if r.returncode != 0:
         lines = [l for l in r.stderr.decode("utf-8", "replace").splitlines() if l.strip()]
@@ -98,7 +102,7 @@ def _direct(pids, max_depth, timeout, binary):
 
 
 def dump(pid=None, pids=None, all_python=False, max_depth=None, socket_path=None, backend="auto", timeout=120.0,
-         binary=None):
+         binary=None, async_tasks=False):
     """Every thread's current stack of ``pid`` (default: this process), of ``pids`` (a list),
     or of every CPython process with ``all_python`` (through the agent: every one of yours).
 
@@ -107,6 +111,9 @@ def dump(pid=None, pids=None, all_python=False, max_depth=None, socket_path=None
     "ns_tid", "name", "state", "python", "gil", "stack_changed_while_read", "problem",
     "frames": [{"function", "file", "line"}, ...]}, ...]}, ...], "warnings": [...]}``; frames
     innermost first. ``max_depth``: frames read per thread at most (1 to 1024; default 1024).
+    ``async_tasks``: also every asyncio task of each process (CPython 3.14+; docs/asyncio.md),
+    as the process's "asyncio" object: ``{"note", "tasks": [{"id", "name", "state", "thread",
+    "awaited_by", "coroutine_stack"}, ...]}``.
     ``backend``: "auto" (the agent at ``socket_path``, default $PYBPFPROF_AGENT_SOCKET or
     /run/pybpfprof/agent.sock; else the pybpfprof binary when this process is root), "agent"
     or "direct". ``timeout``: seconds to wait for the dump.
@@ -118,6 +125,8 @@ def dump(pid=None, pids=None, all_python=False, max_depth=None, socket_path=None
     if max_depth is not None:
         if isinstance(max_depth, bool) or not isinstance(max_depth, int) or not 1 <= max_depth <= MAX_DEPTH:
             raise ValueError("max_depth must be a whole number of frames from 1 to %d (got %r)" % (MAX_DEPTH, max_depth))
+    if not isinstance(async_tasks, bool):
+        raise ValueError("async_tasks must be True or False (got %r)" % (async_tasks,))
     if backend not in ("auto", "agent", "direct"):
         raise ValueError("backend must be 'auto', 'agent' or 'direct' (got %r)" % (backend,))
     path = socket_path or _protocol.socket_path()
@@ -131,10 +140,10 @@ def dump(pid=None, pids=None, all_python=False, max_depth=None, socket_path=None
                 raise AgentUnavailableError("cannot reach the agent at %s (%s); start it with: sudo systemctl enable "
                                             "--now pybpfprof-agent" % (path, reason), path, reason) from None
         else:
-            return _via_agent(sock, targets, max_depth, timeout)
+            return _via_agent(sock, targets, max_depth, async_tasks, timeout)
     if backend == "auto" and os.geteuid() != 0:
         raise AgentUnavailableError(
             "no pybpfprof agent answers at %s (%s), and reading another process's stacks needs root. Start the "
             "agent once, as root: sudo systemctl enable --now pybpfprof-agent, or run this program as root. An "
             "agent on another socket: set %s." % (path, reason, _protocol.SOCKET_ENV), path, reason)
-    return _direct(targets, max_depth, timeout, binary)
+    return _direct(targets, max_depth, async_tasks, timeout, binary)

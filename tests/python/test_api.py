@@ -605,6 +605,11 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
         a = self.agent(script)
         pybpfprof.dump(all_python=True, socket_path=a.path, backend="agent")
         self.assertEqual(a.requests, [{"v": 1, "op": "dump", "all_python": True}])
+        a = self.agent(script)
+        pybpfprof.dump(pid=5, async_tasks=True, socket_path=a.path, backend="agent")
+        self.assertEqual(a.requests, [{"v": 1, "op": "dump", "pids": [5], "async": True}])
+        with self.assertRaises(ValueError):
+            pybpfprof.dump(pid=5, async_tasks="yes", socket_path=a.path)
 
     def test_dump_answers_that_are_not_dumps(self):
         def older(conn, req):  # an agent older than dumps
