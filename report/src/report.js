@@ -563,7 +563,7 @@
         class: 'proc-row' + (state.proc === i ? ' selected' : ''), 'data-pid': p.pid, 'data-proc': i, title: p.python ? 'CPython ' + p.python : '',
         onclick: () => selectProcess(i),
       },
-        el('td', { text: String(p.pid) }),
+        el('td', { class: 'id', text: String(p.pid) }),
         el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),
         ...(whereCol ? [el('td', { text: whereOf(p) })] : []),
@@ -587,7 +587,7 @@
       tbody.append(el('tr', {
         class: 'thread-row' + (state.thread === i ? ' selected' : ''), 'data-tid': t.tid, onclick: () => selectThread(i),
       },
-        el('td', { text: String(t.tid) }),
+        el('td', { class: 'id', text: String(t.tid) }),
         el('td', { text: t.name || '' }),
         el('td', { class: 'cmd', text: shortCmd(procLabel(procs[t.proc])), title: procLabel(procs[t.proc]) }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),

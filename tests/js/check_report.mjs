@@ -32,7 +32,15 @@
 //            "gil": {"lanes": N (GIL lanes drawn, two per thread with a known GIL state),
 //                    "held_s": {"tid": seconds}, "waiting_s": {"tid": seconds} (what each lane's
 //                    drawn bins add up to, ±10 ms), "na": [tids that must say n/a],
-//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"}}
+//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"},
+//            "layout": {"dir": screenshots dir, "min_columns": N} (every table column in view at
+//                       1400x1000 and 1000x800, nothing scrolls sideways),
+//            "flame_bounded": {"max_height": px, "collapsed_at_least": N} (the box is bounded, the
+//                       tables start within a screen, a collapsed run of >= N frames expands),
+//            "timeline": {"min_rows": N, "groups": N, "thread_names": {"tid": "name"}},
+//            "process_level": {"pid": units} (the flame graph's first level, one node per process)}
+//   With CPU/memory readings it always checks that the charts' x scales equal the timeline's
+//   domain and their plot areas' left/right edges are within 2 px of the timeline's.
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
 import fs from 'node:fs';
 import path from 'node:path';
