@@ -141,8 +141,13 @@ async function until(fn, ms = 10000, step = 50) {
 const visibleLabels = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
   .filter(g => { const d = g.querySelector('div'); return d && d.style.display !== 'none' && d.textContent; })
   .map(g => g.querySelector('div').textContent));
+// (A collapsed run is highlighted when a frame it stands for matches: it is named by those.)
 const highlighted = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
-  .filter(g => (g.querySelector('rect').getAttribute('fill') || '').toLowerCase() === '#e600e6').map(g => g.getAttribute('name')));
+  .filter(g => (g.querySelector('rect').getAttribute('fill') || '').toLowerCase() === '#e600e6')
+  .map(g => {
+    const c = g.__data__ && g.__data__.data.collapsed;
+    return c ? c.fids.map(f => window.pbpReport.data.fn.name[f]).join(' | ') : g.getAttribute('name');
+  }));
 const totals = () => page.evaluate(() => Number(document.getElementById('scope-totals').dataset.samples));
 const topText = () => page.evaluate(() => document.querySelector('#top-table tbody').innerText);
 
