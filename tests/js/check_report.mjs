@@ -528,6 +528,20 @@ async function main() {
       return { inView, text: t.textContent, hitsRow: !!(hit && hit.closest('#timeline')) };
     });
     if (!last.inView || !last.hitsRow) fail(`the last timeline row (${JSON.stringify(last.text)}) is not in view when scrolled to`);
+    // A thread's label scopes to that thread (and clicking it again clears it).
+    const tr = threadRows[threadRows.length > 1 ? 1 : 0];
+    if (tr) {
+      const lab = page.locator(`#timeline g.tl-row.tl-thread[data-tid="${tr.tid}"] rect`);
+      await lab.evaluate(e => e.scrollIntoView({ block: 'center' }));
+      await lab.click({ force: true });
+      const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`tid ${tr.tid}`), 5000);
+      if (!scoped) fail(`clicking the timeline label of tid ${tr.tid} does not scope to it`);
+      await page.locator(`#timeline g.tl-row.tl-thread[data-tid="${tr.tid}"] rect`).click({ force: true });
+      const cleared = await until(async () => !(await page.textContent('#scope-proc')).includes(`tid ${tr.tid}`), 5000);
+      if (!cleared) fail(`clicking the timeline label of tid ${tr.tid} again does not clear the scope`);
+      await page.evaluate(() => { document.querySelector('#timeline .tl-scroll').scrollTop = 0; });
+      r = await rowsInfo();
+    }
     // Close the first group with several threads, then open it again.
     if (groups.length) {
       const pid = groups[0].pid;

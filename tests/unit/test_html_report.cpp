@@ -709,6 +709,7 @@ TEST(HtmlReport, EveryColumnVisibleAt1400And1000Wide) {
     std::string dir = test::temp_dir();
     std::string file = dir + "/wide.html";
     std::ofstream(file) << render_html_report(wide_profile());
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/wide.html", fs::copy_options::overwrite_existing);
     auto r = check_report(file, {{"functions", {"crunch_numbers"}},
                                  {"min_processes", 3},
                                  {"resources", true},
@@ -747,6 +748,7 @@ TEST(HtmlReport, DeepRecursionKeepsTheFlameGraphBounded) {
     b.resources(100, 99, 30, 4);
     std::string file = test::temp_dir() + "/deep.html";
     std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/deep.html", fs::copy_options::overwrite_existing);
     auto r = check_report(file, {{"functions", {"main", "side_task"}},
                                  {"flame_bounded", {{"collapsed_at_least", 900}}},
                                  {"resources", true}});
@@ -776,6 +778,7 @@ TEST(HtmlReport, ManyThreadsTimelineGroupedByProcess) {
     }
     std::string file = test::temp_dir() + "/threads.html";
     std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/threads.html", fs::copy_options::overwrite_existing);
     auto r = check_report(file, {{"functions", {"work"}},
                                  {"timeline", {{"min_rows", 165}, {"groups", 5}, {"thread_names", names}}}});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
@@ -806,6 +809,7 @@ TEST(HtmlReport, FlameGraphHasAProcessLevel) {
     b.add(200, 200, {mod, run, rec, hot}, 2000, 30);
     std::string file = test::temp_dir() + "/procs.html";
     std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/procs.html", fs::copy_options::overwrite_existing);
     auto r = check_report(file, {{"functions", {"run_task", "hash_block"}},
                                  {"min_processes", 2},
                                  {"process_level", {{"100", 420}, {"200", 180}}}});
