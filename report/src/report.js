@@ -942,6 +942,7 @@
 
   // ---- CPU and memory (uPlot) ---------------------------------------------------------
   const charts = [];
+  const AXIS_FONT = '11px system-ui, sans-serif';  // as the timeline's axis (the last tick fits its 16 px margin)
   const resProcs = procs.filter(p => p.res && p.res.t.length);
   const palette = i => (resProcs.length <= 10 ? d3.schemeTableau10[i % 10] : d3.interpolateSinebow(i / resProcs.length));
   function renderResources() {
@@ -969,8 +970,8 @@
       const opts = {
         title, width, height: 200, series, padding: [8, 16, 0, 0],
         scales: { x: { time: false, range: () => [0, spanS] }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.05, unit === '%' ? 10 : 1)] } },
-        axes: [{ label: 'time since start', splits: () => ticks, values: (u, vals) => vals.map(v => fmtSec(v)) },
-          { label: unit, labelSize: 24, size: LABEL_W - 24, values: (u, vals) => vals.map(v => fmt(v)) }],
+        axes: [{ label: 'time since start', splits: () => ticks, values: (u, vals) => vals.map(v => fmtSec(v)), font: AXIS_FONT },
+          { label: unit, labelSize: 24, size: LABEL_W - 24, values: (u, vals) => vals.map(v => fmt(v)), font: AXIS_FONT }],
         legend: { show: resProcs.length <= 12 },
         cursor: { drag: { x: true, y: false, setScale: false } },
         hooks: {
