@@ -207,7 +207,7 @@
   };
 
   // ---- state ------------------------------------------------------------------------
-  const state = { range: null, pod: -1, proc: -1, thread: -1, prefix: -1, search: '', inverted: false, sortKey: 'self', sortDesc: true };
+  const state = { range: null, pod: -1, proc: -1, thread: -1, prefix: -1, search: '', inverted: false, perProcess: true, sortKey: 'self', sortDesc: true };
   let current = null;  // the last computed scope
 
   function scopeThreads() {
@@ -225,7 +225,18 @@
     for (const t of scopeThreads()) inScope[t] = 1;
     const perThread = new Float64Array(threads.length);
     const stackCount = new Float64Array(S);
+    // The leaves of each process apart (the flame graph's process level): the stacks a
+    // process's threads touched, summed in stackCount and moved to leaves when the next
+    // process starts (threads are in process order).
+    const leaves = [];  // [node, count, process]
+    const touched = [];
+    let curProc = -1;
+    const flush = () => {
+      for (const s of touched) { leaves.push([stackNode[s], stackCount[s], curProc]); stackCount[s] = 0; }
+      touched.length = 0;
+    };
     for (const t of threads) {
+      if (t.proc !== curProc) { flush(); curProc = t.proc; }
       // A key prefix selected: only the samples inside its compute spans. Else the whole
       // run, when embedded apart (exact where the time-scoped cells are lossy).
       const src = state.prefix >= 0 ? prefixCells(t, state.prefix) : !state.range && t.whole ? t.whole : t.cells;
@@ -240,17 +251,18 @@
         for (let j = src.off[i]; j < src.off[i + 1]; j++) {
           const c = src.count[j];
           sum += c;
-          if (scoped) stackCount[src.stack[j]] += c;
+          if (scoped) {
+            const st = src.stack[j];
+            if (!stackCount[st]) touched.push(st);
+            stackCount[st] += c;
+          }
         }
       }
       perThread[t.index] = sum;
     }
+    flush();
     let total = 0;
-    const leaves = [];  // [node, count]
-    for (let s = 0; s < S; s++) if (stackCount[s]) {
-      total += stackCount[s];
-      leaves.push([stackNode[s], stackCount[s]]);
-    }
+    for (const l of leaves) total += l[1];
     const perProc = new Float64Array(procs.length);
     for (const t of threads) perProc[t.proc] += perThread[t.index];
     let rangeTotal = 0;
@@ -267,17 +279,66 @@
     return c;
   }
 
+  // The callees view. With samples of more than one process in scope, each process is its
+  // own child of the root (a process level), so one process's deep recursion cannot swallow
+  // the same functions of the others.
   function calleesTree(leaves) {
     const root = newDisp('all', -1);
-    const disp = new Map([[0, root]]);
+    const procsIn = new Set(leaves.map(l => l[2]));
+    const perProc = state.perProcess && procsIn.size > 1;
+    const tops = new Map();  // process -> its display node (or the root)
+    const disp = new Map();  // process -> Map(call-tree node -> display node)
     const chain = [];
-    for (const [n, count] of leaves) {
+    for (const [n, count, pi] of leaves) {
+      let top = tops.get(pi), dm = disp.get(pi);
+      if (!top) {
+        top = root;
+        if (perProc) {
+          const p = procs[pi];
+          top = newDisp(`pid ${procTag(p)} ${shortCmd(p.cmdline || p.comm)}`, -1);
+          top.proc = pi;
+          root.children.push(top);
+        }
+        tops.set(pi, top);
+        disp.set(pi, dm = new Map([[0, top]]));
+      }
       let a = n;
-      while (!disp.has(a)) { chain.push(a); a = nodeParent[a]; }
-      let d = disp.get(a);
-      while (chain.length) { const x = chain.pop(); d = childOf(d, nodeFunc[x]); disp.set(x, d); }
+      while (!dm.has(a)) { chain.push(a); a = nodeParent[a]; }
+      let d = dm.get(a);
+      while (chain.length) { const x = chain.pop(); d = childOf(d, nodeFunc[x]); dm.set(x, d); }
       d.value += count;
     }
+    return root;
+  }
+
+  // Long single-child chains (a deep recursion, a tower of wrappers): a run of more than
+  // CHAIN_MIN frames that each have one child and no self time is drawn as its first frame,
+  // one "[N frames]" bar standing for the middle, and its last CHAIN_KEEP frames. Clicking
+  // the bar expands that run (kept across re-scoping by the path of functions to it).
+  const CHAIN_MIN = 12, CHAIN_KEEP = 3;
+  const PER_PROCESS_MAX = 32;
+  const expandedChains = new Set();
+  function collapseChains(root) {
+    const walk = (d, key) => {
+      for (const c of d.children) {
+        const ckey = key + '/' + (c.fid >= 0 ? c.fid : 'p' + (c.proc ?? c.name));
+        // The run below c: its descendants down to the first frame that branches or has
+        // self time (that frame included).
+        const run = [];
+        for (let x = c; x.children.length === 1 && x.value === 0;) { x = x.children[0]; run.push(x); }
+        if (run.length <= CHAIN_MIN) { walk(c, ckey); continue; }
+        const end = run[run.length - 1];
+        if (expandedChains.has(ckey)) { walk(end, ckey + '/+'); continue; }
+        const hidden = run.slice(0, run.length - CHAIN_KEEP);
+        const names = [...new Set(hidden.map(h => h.name))];
+        const bar = { name: `[${hidden.length} frames: ${names.slice(0, 3).join(', ')}${names.length > 3 ? ', …' : ''}] (click to expand)`,
+          fid: -1, value: 0, children: [run[run.length - CHAIN_KEEP]],
+          collapsed: { key: ckey, n: hidden.length, fids: [...new Set(hidden.map(h => h.fid))] } };
+        c.children = [bar];
+        walk(end, ckey + '/+');
+      }
+    };
+    walk(root, '');
     return root;
   }
 
@@ -321,6 +382,8 @@
   const WAIT_LEAVES = new Set(['[sleeping]', '[waiting for I/O]', '[waiting for the GIL]', '[runnable, waiting for a CPU]']);
   const OFF_CPU_COLOR = '#8fb3de', OFF_CPU_HL = '#e600e6';
   const isWaitLeaf = name => WAIT_LEAVES.has(name);
+  // The process level and the collapsed runs are not code: drawn in neutral colours.
+  const PROC_COLOR = '#c5ccd6', COLLAPSED_COLOR = '#d8cfe8';
 
   let chart = null;
   const flameEl = document.getElementById('flame');
@@ -339,13 +402,16 @@
   function searchMatch(d, term) {
     if (!term) return false;
     const t = term.toLowerCase();
+    const match = f => fnName[f].toLowerCase().includes(t) || fnFile(f).toLowerCase().includes(t);
+    // A collapsed run matches when one of the frames it stands for does.
+    if (d.data.collapsed) return d.data.collapsed.fids.some(f => f >= 0 && match(f));
     const f = d.data.fid;
-    return d.data.name.toLowerCase().includes(t) || (f >= 0 && fnFile(f).toLowerCase().includes(t));
+    return d.data.name.toLowerCase().includes(t) || (f >= 0 && match(f));
   }
 
   function renderFlame() {
     const t0 = performance.now();
-    const data = finishTree(state.inverted ? callersTree(current.leaves) : calleesTree(current.leaves), current.total);
+    const data = collapseChains(finishTree(state.inverted ? callersTree(current.leaves) : calleesTree(current.leaves), current.total));
     timings.flame_tree = Math.round(performance.now() - t0);
     const width = Math.max(300, flameEl.clientWidth || 960);
     if (!chart) {
@@ -360,8 +426,15 @@
         .sort((a, b) => (b.value - a.value) || d3.ascending(a.data.name, b.data.name))
         .setDetailsElement(detailsEl)
         .label(flameLabel)
-        .setColorMapper((d, color) => (isWaitLeaf(d.data.name) ? (d.highlight ? OFF_CPU_HL : OFF_CPU_COLOR) : color))
+        .setColorMapper((d, color) => (d.highlight && (d.data.collapsed || d.data.proc !== undefined) ? OFF_CPU_HL
+          : d.data.collapsed ? COLLAPSED_COLOR : d.data.proc !== undefined ? PROC_COLOR
+            : isWaitLeaf(d.data.name) ? (d.highlight ? OFF_CPU_HL : OFF_CPU_COLOR) : color))
         .setSearchMatch(searchMatch)
+        .onClick(d => {
+          if (!d.data.collapsed) return;
+          expandedChains.add(d.data.collapsed.key);
+          renderFlame();
+        })
         .setSearchHandler((results, sum, total) => {
           if (!state.search) { searchCountEl.textContent = ''; return; }
           searchCountEl.textContent = `${results.length} frame${results.length === 1 ? '' : 's'} match, ` +
@@ -490,7 +563,7 @@
         class: 'proc-row' + (state.proc === i ? ' selected' : ''), 'data-pid': p.pid, 'data-proc': i, title: p.python ? 'CPython ' + p.python : '',
         onclick: () => selectProcess(i),
       },
-        el('td', { text: String(p.pid) }),
+        el('td', { class: 'id', text: String(p.pid) }),
         el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),
         ...(whereCol ? [el('td', { text: whereOf(p) })] : []),
@@ -514,7 +587,7 @@
       tbody.append(el('tr', {
         class: 'thread-row' + (state.thread === i ? ' selected' : ''), 'data-tid': t.tid, onclick: () => selectThread(i),
       },
-        el('td', { text: String(t.tid) }),
+        el('td', { class: 'id', text: String(t.tid) }),
         el('td', { text: t.name || '' }),
         el('td', { class: 'cmd', text: shortCmd(procLabel(procs[t.proc])), title: procLabel(procs[t.proc]) }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),
@@ -538,17 +611,25 @@
   const fnColor = new Map(hotFns.map((f, i) => [f, isWaitLeaf(fnName[f]) ? OFF_CPU_COLOR : d3.schemeTableau10[i]]));
   const OTHER = '#b8b8b8';
 
-  // Rows: one per thread, or one per process when there are too many threads.
-  const byThread = threads.length <= 64;
-  const rows = (() => {
-    if (byThread) return threads.filter(t => t.n > 0).map(t => ({ kind: 'thread', index: t.index, proc: t.proc, threads: [t.index],
-      label: `${procTag(procs[t.proc])} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(procs[t.proc])}` }));
-    return procs.filter(p => p.threadIdx.length).map(p => ({ kind: 'proc', index: p.index, proc: p.index, threads: p.threadIdx,
-      label: shortCmd(procLabel(p)), title: procLabel(p) }));
-  })();
-  for (const r of rows) {
+  // Rows, grouped by process: a process row (all its threads summed; click the triangle to
+  // open or close the group) followed, when open, by one row per thread. A process with one
+  // thread is one row. Rows keep a fixed height (labels stay readable with any number of
+  // threads); past TL_MAX_H the timeline scrolls on its own, under a fixed time axis.
+  const TL_RH = 16, TL_MAX_H = 420;
+  const tlGroups = procs.map(p => ({ proc: p.index, threads: p.threadIdx.filter(t => threads[t].n > 0) }))
+    .filter(g => g.threads.length);
+  const groupOpen = new Set();
+  {
+    // Open every group when all the rows fit a few screens; else start closed.
+    const all = tlGroups.reduce((a, g) => a + 1 + (g.threads.length > 1 ? g.threads.length : 0), 0);
+    if (all <= 300) for (const g of tlGroups) groupOpen.add(g.proc);
+  }
+  const seriesCache = new Map();  // row key -> { count, fn } per fine bin
+  function rowSeries(key, tids) {
+    let r = seriesCache.get(key);
+    if (r) return r;
     const count = new Float32Array(nfine), fn = new Int32Array(nfine).fill(-1), best = new Float32Array(nfine);
-    for (const ti of r.threads) {
+    for (const ti of tids) {
       const t = threads[ti];
       for (let i = 0; i < t.fineBin.length; i++) {
         const b = t.fineBin[i];
@@ -556,17 +637,48 @@
         if (t.fineCount[i] > best[b]) { best[b] = t.fineCount[i]; fn[b] = t.fineFn[i]; }
       }
     }
-    r.count = count; r.fn = fn;
+    seriesCache.set(key, r = { count, fn });
+    return r;
+  }
+  function timelineRows() {
+    const rows = [];
+    for (const g of tlGroups) {
+      const p = procs[g.proc];
+      if (g.threads.length === 1) {
+        const t = threads[g.threads[0]];
+        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: g.threads, depth: 0,
+          label: `${procTag(p)} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(p)}`, ...rowSeries('t' + t.index, g.threads) });
+        continue;
+      }
+      const open = groupOpen.has(p.index);
+      rows.push({ kind: 'proc', index: p.index, proc: p.index, threads: g.threads, depth: 0, open,
+        label: `${open ? '▾' : '▸'} ${procTag(p)} ${shortCmd(p.cmdline || p.comm)} · ${g.threads.length} threads`,
+        title: `${procLabel(p)}: ${g.threads.length} threads (click the triangle to ${open ? 'close' : 'open'} the group)`,
+        ...rowSeries('p' + p.index, g.threads) });
+      if (open) for (const ti of g.threads) {
+        const t = threads[ti];
+        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: [ti], depth: 1,
+          label: threadLabel(t), title: `${threadLabel(t)} of ${procLabel(p)}`, ...rowSeries('t' + ti, [ti]) });
+      }
+    }
+    return rows;
+  }
+  function toggleGroup(pi) {
+    if (groupOpen.has(pi)) groupOpen.delete(pi); else groupOpen.add(pi);
+    renderTimeline();
   }
   const capacity = D.bins.fine_ns / unitNs;  // units in a fine bin at 100% of one CPU
 
-  let brush = null, brushG = null, tlX = null;
+  let brush = null, brushG = null, tlX = null, tlPlotW = 0;
   function renderTimeline() {
+    const scrollTop = timelineEl.querySelector('.tl-scroll')?.scrollTop || 0;
     timelineEl.replaceChildren();
+    const rows = timelineRows();
     if (!rows.length) { timelineEl.append(el('div', { class: 'muted', text: 'No samples.' })); return; }
     const width = Math.max(400, timelineEl.clientWidth || 1000);
     const plotW = width - LABEL_W - 16;  // room for the last tick label
-    const rh = Math.max(4, Math.min(20, Math.floor(380 / rows.length)));
+    tlPlotW = plotW;
+    const rh = TL_RH;
     const h = rows.length * rh;
     const axisH = 22;
     const dpr = window.devicePixelRatio || 1;
@@ -579,41 +691,56 @@
     tlX = d3.scaleLinear().domain([0, spanS]).range([0, plotW]);
     const scoped = new Set(scopeThreads());
     const bw = Math.max(1, plotW / nfine);
+    ctx.font = '12px system-ui, sans-serif';
     rows.forEach((r, ri) => {
       const y = ri * rh;
-      const inScope = r.threads.some(t => scoped.has(t));
-      if (ri % 2) { ctx.fillStyle = '#f6f6f6'; ctx.fillRect(LABEL_W, y, plotW, rh); }
-      ctx.globalAlpha = inScope ? 1 : 0.22;
+      r.inScope = r.threads.some(t => scoped.has(t));
+      if (r.kind === 'proc') { ctx.fillStyle = '#eaeef3'; ctx.fillRect(0, y, LABEL_W + plotW, rh); }
+      else if (ri % 2) { ctx.fillStyle = '#f6f6f6'; ctx.fillRect(LABEL_W, y, plotW, rh); }
+      ctx.globalAlpha = r.inScope ? 1 : 0.22;
+      // A process row sums its threads: its bars are scaled to its busiest bin (and at least
+      // one CPU), so a process on several CPUs still shows its shape.
+      if (r.cap === undefined) r.cap = r.kind === 'proc' ? Math.max(capacity, ...r.count) : capacity;
+      const cap = r.cap;
       for (let b = 0; b < nfine; b++) {
         const c = r.count[b];
         if (!c) continue;
-        const frac = Math.min(1, c / capacity);
+        const frac = Math.min(1, c / cap);
         const bh = Math.max(1, frac * (rh - 1));
         ctx.fillStyle = fnColor.get(r.fn[b]) || OTHER;
         ctx.fillRect(LABEL_W + tlX(b * fineS), y + rh - 1 - bh, bw, bh);
       }
       ctx.globalAlpha = 1;
-      if (rh >= 9) {
-        ctx.fillStyle = inScope ? '#222' : '#999';
-        ctx.font = `${Math.min(12, rh - 2)}px system-ui, sans-serif`;
-        ctx.textBaseline = 'middle';
-        let text = r.label;
-        while (text.length > 4 && ctx.measureText(text).width > LABEL_W - 8) text = text.slice(0, -2);
-        if (text !== r.label) text = text.slice(0, -1) + '…';
-        ctx.fillText(text, 4, y + rh / 2);
-      }
+      // The label, cut to fit (the full text is in its tooltip).
+      const room = LABEL_W - 8 - r.depth * 14;
+      let text = r.label;
+      while (text.length > 4 && ctx.measureText(text).width > room) text = text.slice(0, -2);
+      if (text !== r.label) text = text.slice(0, -1) + '…';
+      r.text = text;
     });
-    timelineEl.append(canvas);
-    timelineEl.style.height = (h + axisH) + 'px';
-    const svg = d3.select(timelineEl).append('svg').attr('class', 'tl-overlay').attr('width', width).attr('height', h + axisH);
-    svg.append('g').attr('class', 'tl-axis').attr('transform', `translate(${LABEL_W},${h})`)
-      .call(d3.axisBottom(tlX).ticks(Math.max(2, Math.floor(plotW / 90))).tickFormat(v => fmtSec(v).replace(' ', '\u202f')));
-    // Row labels: click to filter to that thread / process.
-    svg.append('g').selectAll('rect').data(rows).join('rect')
-      .attr('class', 'tl-label').attr('x', 0).attr('y', (r, i) => i * rh).attr('width', LABEL_W).attr('height', rh)
+    const scroller = el('div', { class: 'tl-scroll' });
+    scroller.style.maxHeight = TL_MAX_H + 'px';
+    scroller.append(canvas);
+    timelineEl.append(scroller);
+    const svg = d3.select(scroller).append('svg').attr('class', 'tl-overlay').attr('width', width).attr('height', h);
+    // Row labels (text, so they stay crisp and findable); click a thread to filter to it, a
+    // process row's triangle to open or close its group, the rest of it to filter to it.
+    const lab = svg.append('g').attr('class', 'tl-labels').selectAll('g').data(rows).join('g')
+      .attr('class', r => 'tl-row tl-' + r.kind + (r.inScope ? '' : ' out'))
+      .attr('data-kind', r => r.kind).attr('data-proc', r => r.proc)
+      .attr('data-tid', r => (r.kind === 'thread' ? threads[r.index].tid : null))
+      .attr('data-pid', r => procs[r.proc].pid)
+      .attr('transform', (r, i) => `translate(0,${i * rh})`);
+    lab.append('rect').attr('class', 'tl-label').attr('x', 0).attr('y', 0).attr('width', LABEL_W).attr('height', rh)
       .attr('fill', 'transparent').style('cursor', 'pointer')
-      .on('click', (ev, r) => (r.kind === 'thread' ? selectThread(r.index) : selectProcess(r.index)))
+      .on('click', (ev, r) => {
+        if (r.kind === 'thread') selectThread(r.index);
+        else if (d3.pointer(ev, svg.node())[0] < 18 + r.depth * 14) toggleGroup(r.index);
+        else selectProcess(r.index);
+      })
       .append('title').text(r => r.title);
+    lab.append('text').attr('class', 'tl-label-text').attr('x', r => 4 + r.depth * 14).attr('y', rh / 2)
+      .attr('dominant-baseline', 'central').text(r => r.text);
     brush = d3.brushX().extent([[0, 0], [plotW, h]]).on('end', ev => {
       if (!ev.sourceEvent) return;  // our own snap below
       if (!ev.selection) { setRange(null); return; }
@@ -622,6 +749,12 @@
     });
     brushG = svg.append('g').attr('class', 'tl-brush').attr('transform', `translate(${LABEL_W},0)`).call(brush);
     brushG.on('dblclick', () => setRange(null));
+    // The time axis, outside the scrolling rows so it is always in view.
+    const axis = d3.select(timelineEl).append('svg').attr('class', 'tl-axis-svg').attr('width', width).attr('height', axisH);
+    axis.append('g').attr('class', 'tl-axis').attr('transform', `translate(${LABEL_W},0)`)
+      .call(d3.axisBottom(tlX).ticks(tlTicks(plotW)).tickFormat(v => fmtSec(v).replace(' ', '\u202f')));
+    scroller.scrollTop = scrollTop;
+    timelineEl.dataset.rows = String(rows.length);
     showBrush();
     const legend = document.getElementById('timeline-legend');
     // The wait leaves share one colour and one key.
@@ -631,8 +764,10 @@
     ...(waits.length ? [el('span', { class: 'key', title: waits.map(f => fnName[f]).join(', ') }, el('i', { style: `background:${OFF_CPU_COLOR}` }), 'off CPU (waiting)')] : []),
     el('span', { class: 'key' }, el('i', { style: `background:${OTHER}` }), 'other'),
     el('span', { class: 'muted', text: ` · bin ${fmtSec(fineS)}${K > 1 ? `, selections snap to ${fmtSec(coarseS)}` : ''}` +
-      (byThread ? '' : ' · one row per process (too many threads for one row each)') }));
+      (tlGroups.some(g => g.threads.length > 1) ? ' · rows grouped by process (▸/▾ opens or closes a group; a process row sums its threads)' : '') }));
   }
+  // The same tick count for the timeline and the charts below it.
+  const tlTicks = plotW => Math.max(2, Math.floor(plotW / 90));
   function showBrush() {
     if (!brushG) return;
     if (state.range) brushG.call(brush.move, [tlX(state.range[0] * coarseS), tlX(Math.min(nfine * fineS, (state.range[1] + 1) * coarseS))]);
@@ -807,6 +942,7 @@
 
   // ---- CPU and memory (uPlot) ---------------------------------------------------------
   const charts = [];
+  const AXIS_FONT = '11px system-ui, sans-serif';  // as the timeline's axis (the last tick fits its 16 px margin)
   const resProcs = procs.filter(p => p.res && p.res.t.length);
   const palette = i => (resProcs.length <= 10 ? d3.schemeTableau10[i % 10] : d3.interpolateSinebow(i / resProcs.length));
   function renderResources() {
@@ -817,7 +953,13 @@
     empty.textContent = '';
     const cpuTables = resProcs.map(p => [p.res.t, p.res.cpu]);
     const rssTables = resProcs.map(p => [p.res.t, p.res.rss_kib.map(v => v / 1024)]);
-    const width = Math.max(400, document.getElementById('resources-section').clientWidth - 10);
+    // The charts share the timeline's time axis: the same width, the plot area at the same
+    // left and right edges (the y axis takes the labels' column), the same domain (the
+    // run's span, not the readings') and the same ticks.
+    const width = Math.max(400, timelineEl.clientWidth || 1000);
+    const plotW = width - LABEL_W - 16;
+    const spanS = nfine * fineS;
+    const ticks = d3.scaleLinear().domain([0, spanS]).ticks(tlTicks(plotW));
     const make = (target, tables, title, unit, fmt) => {
       const data = uPlot.join(tables);
       const series = [{ label: 'time', value: (u, v) => (v == null ? '' : fmtSec(v)) }];
@@ -826,9 +968,10 @@
         show: state.proc < 0 || state.proc === p.index, value: (u, v) => (v == null ? '' : fmt(v)),
       }));
       const opts = {
-        title, width, height: 200, series,
-        scales: { x: { time: false }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.05, unit === '%' ? 10 : 1)] } },
-        axes: [{ label: 'seconds since start', values: (u, vals) => vals.map(v => fmtSec(v)) }, { label: unit, size: 60 }],
+        title, width, height: 200, series, padding: [8, 16, 0, 0],
+        scales: { x: { time: false, range: () => [0, spanS] }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.05, unit === '%' ? 10 : 1)] } },
+        axes: [{ label: 'time since start', splits: () => ticks, values: (u, vals) => vals.map(v => fmtSec(v)), font: AXIS_FONT },
+          { label: unit, labelSize: 24, size: LABEL_W - 24, values: (u, vals) => vals.map(v => fmt(v)), font: AXIS_FONT }],
         legend: { show: resProcs.length <= 12 },
         cursor: { drag: { x: true, y: false, setScale: false } },
         hooks: {
@@ -1080,6 +1223,16 @@
   }
   searchEl.addEventListener('input', () => setSearch(searchEl.value.trim()));
   document.getElementById('inverted').addEventListener('change', e => { state.inverted = e.target.checked; renderFlame(); });
+  // The process level: on by default for a few processes; with many (a fleet of identical
+  // workers) one merged tree is the readable default, and the box turns it on.
+  {
+    const box = document.getElementById('per-process');
+    const withSamples = procs.filter(p => p.threadIdx.some(t => threads[t].n > 0)).length;
+    state.perProcess = withSamples <= PER_PROCESS_MAX;
+    box.checked = state.perProcess;
+    box.parentElement.hidden = withSamples < 2;
+    box.addEventListener('change', e => { state.perProcess = e.target.checked; renderFlame(); });
+  }
   document.getElementById('reset-zoom').addEventListener('click', () => chart && chart.resetZoom());
   document.getElementById('reset-all').addEventListener('click', () => {
     state.range = null; state.pod = -1; state.proc = -1; state.thread = -1; state.prefix = -1;
@@ -1135,6 +1288,9 @@
   window.pbpReport = {
     data: D, state, procs, threads, timings, lanes, prefixes,
     totals: () => ({ samples: current.total, rangeSamples: current.rangeTotal }),
+    // The time axes (for tests): the timeline's domain and the charts' x scales.
+    timelineDomain: () => (tlX ? tlX.domain() : null),
+    chartScales: () => charts.map(u => ({ title: u.root.querySelector('.u-title')?.textContent || '', min: u.scales.x.min, max: u.scales.x.max })),
     rawText,
     ready: true,
   };

@@ -32,7 +32,15 @@
 //            "gil": {"lanes": N (GIL lanes drawn, two per thread with a known GIL state),
 //                    "held_s": {"tid": seconds}, "waiting_s": {"tid": seconds} (what each lane's
 //                    drawn bins add up to, ±10 ms), "na": [tids that must say n/a],
-//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"}}
+//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"},
+//            "layout": {"dir": screenshots dir, "min_columns": N} (every table column in view at
+//                       1400x1000 and 1000x800, nothing scrolls sideways),
+//            "flame_bounded": {"max_height": px, "collapsed_at_least": N} (the box is bounded, the
+//                       tables start within a screen, a collapsed run of >= N frames expands),
+//            "timeline": {"min_rows": N, "groups": N, "thread_names": {"tid": "name"}},
+//            "process_level": {"pid": units} (the flame graph's first level, one node per process)}
+//   With CPU/memory readings it always checks that the charts' x scales equal the timeline's
+//   domain and their plot areas' left/right edges are within 2 px of the timeline's.
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -133,8 +141,13 @@ async function until(fn, ms = 10000, step = 50) {
 const visibleLabels = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
   .filter(g => { const d = g.querySelector('div'); return d && d.style.display !== 'none' && d.textContent; })
   .map(g => g.querySelector('div').textContent));
+// (A collapsed run is highlighted when a frame it stands for matches: it is named by those.)
 const highlighted = () => page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
-  .filter(g => (g.querySelector('rect').getAttribute('fill') || '').toLowerCase() === '#e600e6').map(g => g.getAttribute('name')));
+  .filter(g => (g.querySelector('rect').getAttribute('fill') || '').toLowerCase() === '#e600e6')
+  .map(g => {
+    const c = g.__data__ && g.__data__.data.collapsed;
+    return c ? c.fids.map(f => window.pbpReport.data.fn.name[f]).join(' | ') : g.getAttribute('name');
+  }));
 const totals = () => page.evaluate(() => Number(document.getElementById('scope-totals').dataset.samples));
 const topText = () => page.evaluate(() => document.querySelector('#top-table tbody').innerText);
 
@@ -317,7 +330,9 @@ async function main() {
     await overlay.scrollIntoViewIfNeeded();
     await page.evaluate(() => window.scrollBy(0, -120));  // clear of the sticky scope bar
     const box = await overlay.boundingBox();
-    const y = box.y + box.height / 2;
+    // The middle of the part of the rows in view (many rows scroll in their own box).
+    const view = await page.locator('#timeline .tl-scroll').boundingBox();
+    const y = view ? (Math.max(box.y, view.y) + Math.min(box.y + box.height, view.y + view.height)) / 2 : box.y + box.height / 2;
     await page.mouse.move(box.x + box.width * 0.05, y);
     await page.mouse.down();
     await page.mouse.move(box.x + box.width * 0.3, y, { steps: 5 });
@@ -451,6 +466,201 @@ async function main() {
   // CPU and memory charts.
   const series = await page.evaluate(() => document.querySelectorAll('#cpu-chart .uplot canvas, #rss-chart .uplot canvas').length);
   if (expect.resources && series < 2) fail('no CPU/memory charts drawn');
+
+  // The CPU and memory charts share the timeline's time axis: the same domain and the same
+  // plot area left and right edges (the brush's overlay is the timeline's plot area).
+  if (series >= 2) {
+    await page.locator('#resources-section').scrollIntoViewIfNeeded();
+    const axes = await page.evaluate(() => {
+      const tl = document.querySelector('#timeline .tl-brush .overlay').getBoundingClientRect();
+      const overs = [...document.querySelectorAll('#resources-section .u-over')].map(o => o.getBoundingClientRect());
+      return { domain: window.pbpReport.timelineDomain(), scales: window.pbpReport.chartScales(),
+        tl: [tl.left, tl.right], overs: overs.map(r => [r.left, r.right]) };
+    });
+    for (const [i, sc] of axes.scales.entries()) {
+      if (Math.abs(sc.min - axes.domain[0]) > 1e-9 || Math.abs(sc.max - axes.domain[1]) > 1e-9)
+        fail(`chart ${JSON.stringify(sc.title)} x scale ${sc.min}..${sc.max} != the timeline's ${axes.domain[0]}..${axes.domain[1]}`);
+      const o = axes.overs[i];
+      if (!o || Math.abs(o[0] - axes.tl[0]) > 2 || Math.abs(o[1] - axes.tl[1]) > 2)
+        fail(`chart ${JSON.stringify(sc.title)} plot area ${JSON.stringify(o)} is not aligned with the timeline's ${JSON.stringify(axes.tl)}`);
+    }
+    info.push(`${axes.scales.length} charts on the timeline's axis (0..${axes.domain[1].toFixed(2)} s, plot ` +
+      `${axes.tl.map(v => v.toFixed(1)).join('-')} px vs ${axes.overs.map(o => o.map(v => v.toFixed(1)).join('-')).join(', ')})`);
+  }
+
+  // The timeline: rows grouped by process, every row labelled (also far down a long list),
+  // labelled with the thread's name; a group closes and opens.
+  if (expect.timeline) {
+    const tl = expect.timeline;
+    await page.locator('#timeline').scrollIntoViewIfNeeded();
+    const rowsInfo = () => page.evaluate(() => {
+      const sc = document.querySelector('#timeline .tl-scroll');
+      const rows = [...document.querySelectorAll('#timeline g.tl-row')].map(g => {
+        const t = g.querySelector('text');
+        const b = t.getBoundingClientRect();
+        return { kind: g.dataset.kind, pid: Number(g.dataset.pid), tid: g.dataset.tid ? Number(g.dataset.tid) : null, text: t.textContent,
+          h: b.height, w: b.width, font: parseFloat(getComputedStyle(t).fontSize) };
+      });
+      return { rows, scrollH: sc.scrollHeight, clientH: sc.clientHeight };
+    });
+    let r = await rowsInfo();
+    const threadRows = r.rows.filter(x => x.kind === 'thread');
+    if (tl.min_rows && r.rows.length < tl.min_rows) fail(`${r.rows.length} timeline rows, want >= ${tl.min_rows}`);
+    const unlabelled = r.rows.map((x, i) => [x, i]).filter(([x]) => !x.text || x.text.length < 3 || x.h < 8 || x.w < 10 || x.font < 10).map(([, i]) => i);
+    if (unlabelled.length) fail(`timeline rows without a readable label: ${JSON.stringify(unlabelled.slice(0, 10))} of ${r.rows.length}`);
+    const groups = r.rows.filter(x => x.kind === 'proc');
+    if (tl.groups !== undefined && groups.length !== tl.groups) fail(`${groups.length} process groups in the timeline, want ${tl.groups}`);
+    for (const [tid, name] of Object.entries(tl.thread_names || {})) {
+      const row = threadRows.find(x => x.tid === Number(tid));
+      if (!row) fail(`no timeline row for tid ${tid}`);
+      else if (!row.text.startsWith(name)) fail(`timeline row of tid ${tid} says ${JSON.stringify(row.text)}, want the name ${JSON.stringify(name)}`);
+    }
+    // The last row, scrolled into its box, is in view and labelled.
+    const last = await page.evaluate(() => {
+      const sc = document.querySelector('#timeline .tl-scroll');
+      sc.scrollTop = sc.scrollHeight;
+      const rows = document.querySelectorAll('#timeline g.tl-row');
+      const t = rows[rows.length - 1].querySelector('text');
+      const b = t.getBoundingClientRect(), s = sc.getBoundingClientRect();
+      const hit = document.elementFromPoint(Math.min(b.left + 4, s.right - 1), b.top + b.height / 2);
+      const inView = b.top >= s.top - 1 && b.bottom <= s.bottom + 1;
+      sc.scrollTop = 0;
+      return { inView, text: t.textContent, hitsRow: !!(hit && hit.closest('#timeline')) };
+    });
+    if (!last.inView || !last.hitsRow) fail(`the last timeline row (${JSON.stringify(last.text)}) is not in view when scrolled to`);
+    // A thread's label scopes to that thread (and clicking it again clears it).
+    const tr = threadRows[threadRows.length > 1 ? 1 : 0];
+    if (tr) {
+      const lab = page.locator(`#timeline g.tl-row.tl-thread[data-tid="${tr.tid}"] rect`);
+      await lab.evaluate(e => e.scrollIntoView({ block: 'center' }));
+      await lab.click({ force: true });
+      const scoped = await until(async () => (await page.textContent('#scope-proc')).includes(`tid ${tr.tid}`), 5000);
+      if (!scoped) fail(`clicking the timeline label of tid ${tr.tid} does not scope to it`);
+      await page.locator(`#timeline g.tl-row.tl-thread[data-tid="${tr.tid}"] rect`).click({ force: true });
+      const cleared = await until(async () => !(await page.textContent('#scope-proc')).includes(`tid ${tr.tid}`), 5000);
+      if (!cleared) fail(`clicking the timeline label of tid ${tr.tid} again does not clear the scope`);
+      await page.evaluate(() => { document.querySelector('#timeline .tl-scroll').scrollTop = 0; });
+      r = await rowsInfo();
+    }
+    // Close the first group with several threads, then open it again.
+    if (groups.length) {
+      const pid = groups[0].pid;
+      const before = r.rows.length;
+      const inGroup = r.rows.filter(x => x.pid === pid && x.kind === 'thread').length;
+      const tri = async () => {
+        const b = await page.locator(`#timeline g.tl-row.tl-proc[data-pid="${pid}"] rect`).boundingBox();
+        await page.mouse.click(b.x + 6, b.y + b.height / 2);
+      };
+      await tri();
+      const closed = await until(async () => (await rowsInfo()).rows.length === before - inGroup, 5000);
+      if (!closed) fail(`clicking the triangle of pid ${pid} does not close its ${inGroup} thread rows (${(await rowsInfo()).rows.length} rows)`);
+      await tri();
+      const opened = await until(async () => (await rowsInfo()).rows.length === before, 5000);
+      if (!opened) fail(`clicking the triangle of pid ${pid} again does not open its group`);
+      info.push(`timeline: ${before} rows (${groups.length} process groups, ${threadRows.length} thread rows), all labelled; ` +
+        `closing pid ${pid} hides ${inGroup} rows; rows box ${r.clientH}/${r.scrollH} px`);
+    }
+  }
+
+  // The flame graph's box is bounded (it scrolls on its own) and long single-child chains are
+  // collapsed into one bar that expands on click.
+  if (expect.flame_bounded) {
+    const fb = expect.flame_bounded;
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const geom = () => page.evaluate(() => {
+      const f = document.getElementById('flame').getBoundingClientRect();
+      const top = document.getElementById('top-section').getBoundingClientRect();
+      const svg = document.querySelector('#flame svg');
+      const frames = [...document.querySelectorAll('#flame svg g.frame')];
+      const collapsed = frames.filter(g => g.__data__ && g.__data__.data.collapsed).map(g => g.__data__.data.collapsed.n);
+      const depth = Math.max(0, ...frames.map(g => (g.__data__ ? g.__data__.depth : 0)));
+      return { boxH: f.height, svgH: Number(svg.getAttribute('height')), flameTop: f.top + window.scrollY,
+        tablesTop: top.top + window.scrollY, vh: window.innerHeight, collapsed, depth };
+    });
+    const g0 = await geom();
+    const maxH = fb.max_height || 0.8 * g0.vh;
+    if (g0.boxH > maxH) fail(`the flame graph box is ${g0.boxH} px high (> ${maxH})`);
+    if (g0.tablesTop - g0.flameTop > g0.vh) fail(`the tables start ${g0.tablesTop - g0.flameTop} px below the flame graph's top (> one screen, ${g0.vh})`);
+    if (fb.collapsed_at_least) {
+      const n = Math.max(0, ...g0.collapsed);
+      if (n < fb.collapsed_at_least) fail(`the longest collapsed run is ${n} frames, want >= ${fb.collapsed_at_least} (depth ${g0.depth})`);
+      else {
+        await page.locator('#flame svg g.frame').filter({ hasText: 'click to expand' }).first().click({ force: true });
+        const g1 = await until(async () => { const g = await geom(); return g.depth > g0.depth + fb.collapsed_at_least / 2 && g; }, 5000);
+        if (!g1) fail('clicking a collapsed run does not expand it');
+        else {
+          if (g1.boxH > maxH) fail(`expanded, the flame graph box is ${g1.boxH} px high (> ${maxH})`);
+          if (g1.tablesTop - g1.flameTop > g1.vh) fail(`expanded, the tables start ${g1.tablesTop - g1.flameTop} px below the flame graph`);
+          info.push(`flame graph: box ${g0.boxH.toFixed(0)} px (svg ${g0.svgH}), tables ${(g0.tablesTop - g0.flameTop).toFixed(0)} px below its top, ` +
+            `depth ${g0.depth} with a ${n}-frame run collapsed; expanded: depth ${g1.depth}, svg ${g1.svgH} px in a ${g1.boxH.toFixed(0)} px box`);
+        }
+      }
+    }
+  }
+
+  // A process level in the flame graph: one node per process under the root, with its total.
+  if (expect.process_level) {
+    const level = await page.evaluate(() => [...document.querySelectorAll('#flame svg g.frame')]
+      .filter(g => g.__data__ && g.__data__.depth === 1)
+      .map(g => ({ proc: g.__data__.data.proc, pid: g.__data__.data.proc !== undefined ? window.pbpReport.procs[g.__data__.data.proc].pid : null,
+        value: g.__data__.value, name: g.__data__.data.name })));
+    const want = expect.process_level;
+    const got = Object.fromEntries(level.filter(l => l.pid !== null).map(l => [String(l.pid), l.value]));
+    if (level.length !== Object.keys(want).length || level.some(l => l.pid === null))
+      fail(`the flame graph's first level is ${JSON.stringify(level.map(l => l.name))}, want one node per process ${JSON.stringify(Object.keys(want))}`);
+    for (const [pid, v] of Object.entries(want))
+      if (got[pid] !== v) fail(`process ${pid} in the flame graph totals ${got[pid]}, want ${v}`);
+    info.push(`flame graph process level: ${level.map(l => `${l.pid}=${l.value}`).join(', ')}`);
+  }
+
+  // Every column of every table is visible without scrolling sideways, at two window sizes;
+  // a screenshot of each is kept.
+  if (expect.layout) {
+    for (const [w, h] of [[1400, 1000], [1000, 800]]) {
+      await page.setViewportSize({ width: w, height: h });
+      await sleep(700);  // the page redraws 150 ms after a resize
+      const res = await page.evaluate(() => {
+        const vw = document.documentElement.clientWidth;
+        const out = { tables: 0, columns: 0, cells: 0, bad: [], pageScrollsX: document.documentElement.scrollWidth > vw + 1 };
+        for (const t of document.querySelectorAll('table.data')) {
+          if (!t.offsetParent || !t.tBodies[0] || !t.tBodies[0].rows.length) continue;
+          const wrap = t.closest('.table-wrap');
+          const wr = wrap.getBoundingClientRect();
+          const right = Math.min(vw, wr.left + wrap.clientLeft + wrap.clientWidth);
+          out.tables++;
+          if (wrap.scrollWidth > wrap.clientWidth + 1) out.bad.push(`#${t.id} scrolls sideways (${wrap.scrollWidth} > ${wrap.clientWidth})`);
+          const heads = [...t.tHead.rows[0].cells];
+          heads.forEach((th, ci) => {
+            out.columns++;
+            const cells = [th, ...[...t.tBodies[0].rows].filter(r => r.cells.length === heads.length).map(r => r.cells[ci])];
+            for (const c of cells) {
+              out.cells++;
+              const b = c.getBoundingClientRect();
+              const clipped = c.scrollWidth > c.clientWidth + 1;
+              if (b.width <= 0 || b.left < wr.left - 1 || b.right > right + 1 || clipped) {
+                out.bad.push(`#${t.id} column ${JSON.stringify(th.textContent)}: ${JSON.stringify(c.textContent.slice(0, 40))} at ${b.left.toFixed(0)}-${b.right.toFixed(0)} ` +
+                  `(box ${wr.left.toFixed(0)}-${right.toFixed(0)}${clipped ? ', clipped' : ''})`);
+                break;
+              }
+            }
+          });
+        }
+        return out;
+      });
+      if (res.pageScrollsX) fail(`at ${w}x${h} the page scrolls sideways`);
+      for (const b of res.bad.slice(0, 6)) fail(`at ${w}x${h}: ${b}`);
+      if (expect.layout.min_columns && res.columns < expect.layout.min_columns) fail(`at ${w}x${h} only ${res.columns} columns checked`);
+      info.push(`${w}x${h}: ${res.tables} tables, ${res.columns} columns, ${res.cells} cells in view`);
+      if (expect.layout.dir) {
+        fs.mkdirSync(expect.layout.dir, { recursive: true });
+        await page.evaluate(() => window.scrollTo(0, 0));
+        const height = await page.evaluate(() => Math.min(4000, document.documentElement.scrollHeight));
+        await page.screenshot({ path: path.join(expect.layout.dir, `report-${w}x${h}.png`), fullPage: true, clip: { x: 0, y: 0, width: w, height } });
+      }
+    }
+    await page.setViewportSize({ width: 1400, height: 1000 });
+    await sleep(700);
+  }
 
   // The speedscope JSON download.
   const hasRaw = await page.evaluate(() => !!document.getElementById('pbp-raw'));

@@ -676,6 +676,148 @@ TEST(HtmlReport, GilLanesAndUtilisation) {
     EXPECT_NE(r.out.find("4 GIL lanes drawn"), std::string::npos) << r.out;
 }
 
+// A profile that is hard to lay out: long function names, deep paths, long command lines,
+// merge labels (a Where column), three processes with CPU/RSS readings.
+Profile wide_profile() {
+    Profile p = two_process_profile();
+    Builder b;
+    b.p = p;
+    uint32_t mod = b.frame("<module>", "/app/app.py", 1);
+    uint32_t deep = b.frame("analytics.pipelines.FeatureEngineeringPipeline.compute_rolling_window_statistics_for_every_column",
+                            "/opt/venvs/analytics-prod-2026/lib/python3.11/site-packages/analytics/pipelines/feature_engineering.py", 1234);
+    uint32_t other = b.frame("ReportRenderer.render_everything_with_a_name_that_keeps_going",
+                             "/srv/applications/reporting/very/deep/package/structure/renderer_implementation.py", 77);
+    b.process(300, "/opt/venvs/analytics-prod-2026/bin/python3.11 -m analytics.worker --config /etc/analytics/worker-production.yaml "
+                   "--queue=high-priority-feature-engineering --concurrency=16 --log-level=info");
+    b.thread(300, 300, "MainThread");
+    b.thread(300, 301, "ThreadPoolExecutor-0_0-feature-worker");
+    b.add(300, 300, {mod, deep}, 100, 200);
+    b.add(300, 301, {mod, other}, 1500, 150);
+    b.resources(300, 180, 2400, 4);
+    for (uint32_t pid : {100u, 200u, 300u}) {
+        b.p.processes.at(pid).labels["role"] = pid == 100 ? "scheduler-with-a-long-role-name" : "worker";
+        b.p.processes.at(pid).labels["host"] = "node-" + std::to_string(pid) + ".cluster.example.internal";
+    }
+    return b.p;
+}
+
+// At 1400x1000 and 1000x800 every column of every table is in view, nothing sideways
+// (screenshots kept in the test's temp dir); the charts share the timeline's axis.
+TEST(HtmlReport, EveryColumnVisibleAt1400And1000Wide) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::string file = dir + "/wide.html";
+    std::ofstream(file) << render_html_report(wide_profile());
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/wide.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"crunch_numbers"}},
+                                 {"min_processes", 3},
+                                 {"resources", true},
+                                 {"layout", {{"dir", dir}, {"min_columns", 15}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("1400x1000: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1000x800: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("charts on the timeline's axis"), std::string::npos) << r.out;
+    for (const char* png : {"report-1400x1000.png", "report-1000x800.png"}) {
+        EXPECT_TRUE(fs::exists(dir + "/" + png)) << png;
+        if (const char* keep = getenv("PBP_REPORT_KEEP"))  // the temp dir goes with the test
+            fs::copy_file(dir + "/" + png, std::string(keep) + "/" + png, fs::copy_options::overwrite_existing);
+    }
+    std::cout << r.out << "screenshots in " << dir << "\n";
+}
+
+// A 950-deep recursion: the flame graph keeps a bounded box (its own scroll), the chain is
+// collapsed into one bar that expands on click, and the tables start within a screen.
+TEST(HtmlReport, DeepRecursionKeepsTheFlameGraphBounded) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    Builder b;
+    uint32_t mod = b.frame("<module>", "/app/deep.py", 1);
+    uint32_t main_ = b.frame("main", "/app/deep.py", 20);
+    uint32_t rec = b.frame("recurse", "/app/deep.py", 8);
+    uint32_t leaf = b.frame("leaf_work", "/app/deep.py", 3);
+    uint32_t side = b.frame("side_task", "/app/deep.py", 30);
+    std::vector<uint32_t> stack = {mod, main_};
+    for (int i = 0; i < 947; i++) stack.push_back(rec);
+    stack.push_back(leaf);
+    ASSERT_EQ(stack.size(), 950u);
+    b.process(100, "python3 deep.py");
+    b.thread(100, 100, "MainThread");
+    b.add(100, 100, stack, 0, 300);
+    b.add(100, 100, {mod, main_, side}, 3000, 60);
+    b.resources(100, 99, 30, 4);
+    std::string file = test::temp_dir() + "/deep.html";
+    std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/deep.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"main", "side_task"}},
+                                 {"flame_bounded", {{"collapsed_at_least", 900}}},
+                                 {"resources", true}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("flame graph: box"), std::string::npos) << r.out;
+    std::cout << r.out;
+}
+
+// 160 threads over 5 processes: the timeline groups them by process (collapsible), every row
+// keeps a readable label named after its thread, down to the last row.
+TEST(HtmlReport, ManyThreadsTimelineGroupedByProcess) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    Builder b;
+    uint32_t mod = b.frame("<module>", "/app/pool.py", 1);
+    uint32_t work = b.frame("work", "/app/pool.py", 10);
+    json names = json::object();
+    for (uint32_t pid = 1000; pid < 1005; pid++) {
+        b.process(pid, "python3 pool.py --worker " + std::to_string(pid));
+        for (uint32_t i = 0; i < 32; i++) {
+            uint32_t tid = pid * 100 + i;
+            std::string name = "pool-" + std::to_string(pid) + "-thread-" + std::to_string(i);
+            b.thread(pid, tid, name);
+            b.add(pid, tid, {mod, work}, (i * 97) % 3500, 20);
+            if (i % 8 == 0) names[std::to_string(tid)] = name;
+        }
+    }
+    std::string file = test::temp_dir() + "/threads.html";
+    std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/threads.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"work"}},
+                                 {"timeline", {{"min_rows", 165}, {"groups", 5}, {"thread_names", names}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("timeline: 165 rows (5 process groups, 160 thread rows)"), std::string::npos) << r.out;
+    std::cout << r.out;
+}
+
+// Two processes running the same functions, one of them recursing deep: the flame graph has
+// one node per process under the root, each with its own total.
+TEST(HtmlReport, FlameGraphHasAProcessLevel) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    Builder b;
+    uint32_t mod = b.frame("<module>", "/app/worker.py", 1);
+    uint32_t run = b.frame("run_task", "/app/worker.py", 12);
+    uint32_t rec = b.frame("walk_tree", "/app/worker.py", 40);
+    uint32_t hot = b.frame("hash_block", "/app/worker.py", 55);
+    std::vector<uint32_t> deep = {mod, run};
+    for (int i = 0; i < 60; i++) deep.push_back(rec);
+    deep.push_back(hot);
+    for (uint32_t pid : {100u, 200u}) {
+        b.process(pid, "python3 worker.py");
+        b.thread(pid, pid, "MainThread");
+    }
+    b.add(100, 100, deep, 0, 400);
+    b.add(100, 100, {mod, run, hot}, 3000, 20);
+    b.add(200, 200, {mod, run, hot}, 0, 150);
+    b.add(200, 200, {mod, run, rec, hot}, 2000, 30);
+    std::string file = test::temp_dir() + "/procs.html";
+    std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/procs.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"run_task", "hash_block"}},
+                                 {"min_processes", 2},
+                                 {"process_level", {{"100", 420}, {"200", 180}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("flame graph process level: 100=420, 200=180"), std::string::npos) << r.out;
+    std::cout << r.out;
+}
+
 // The checker fails on a broken page.
 TEST(HtmlReport, CheckerRejectsABrokenPage) {
     std::string why;
