@@ -1,17 +1,18 @@
 // libFuzzer target for the decoders of CPython objects read out of a target's memory
-// (cpython/objects.h: str, bytes): a profiled process is not trusted, and its memory may be
+// (cpython/objects.h: str, bytes, int, dict, instance attributes): a profiled process is not trusted, and its memory may be
 // garbage or change under the reader. Run by tests/tools/run-fuzz --target py_objects
 // (ctest: Fuzz.PyObjects), with ASan and UBSan.
 //
 // The input: byte 0 picks the interpreter's object layout (3.6 .. 3.12's built-in tables),
 // byte 1 where the object starts; the rest is the "process memory", mapped at kBase. Checks,
 // besides "no crash, no leak, no timeout": a decoded str is well-formed UTF-8 of at most
-// max_len code points, a bytes object is at most max_len long, and reading the same memory
-// twice gives the same answer.
+// max_len code points, a bytes object is at most max_len long, a dict read gives at most
+// max_items items, and reading the same memory twice gives the same answer.
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cpython/layout.h"
 #include "cpython/objects.h"
@@ -67,5 +68,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (b && b->size() > max_len) pbp::fuzz::broken(kName, "bytes longer than max_len", *b);
     if (pbp::cpython::read_bytes(mem, layout->obj, addr, max_len) != b)
         pbp::fuzz::broken(kName, "bytes read twice differs", b.value_or("(none)"));
+
+    // What thread names read (cpython/thread_names.cpp): a dict's items, a str key's value, an
+    // int ident, an object's type and an instance attribute.
+    const size_t max_items = use_max ? 4 : 64;
+    std::vector<pbp::cpython::DictItem> items;
+    if (pbp::cpython::read_dict_items(mem, layout->obj, addr, items, max_items)) {
+        if (items.size() > max_items) pbp::fuzz::broken(kName, "more dict items than max_items", std::to_string(items.size()));
+        (void)pbp::cpython::dict_lookup_str(mem, layout->obj, items, "_active");
+        for (const auto& it : items) (void)pbp::cpython::read_uint(mem, layout->obj, it.key);
+    }
+    const auto n = pbp::cpython::read_uint(mem, layout->obj, addr);
+    if (pbp::cpython::read_uint(mem, layout->obj, addr) != n) pbp::fuzz::broken(kName, "int read twice differs", "");
+    (void)pbp::cpython::type_of(mem, layout->obj, addr);
+    (void)pbp::cpython::read_instance_attr(mem, layout->obj, addr, "_name");
     return 0;
 }
