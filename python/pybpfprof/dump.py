@@ -108,7 +108,8 @@ def dump(pid=None, pids=None, all_python=False, max_depth=None, socket_path=None
 
     Returns the JSON document of docs/dump.md as Python objects: ``{"processes": [{"pid",
     "ns_pid", "command", "exe", "python_version", "python", "gil_unknown", "threads": [{"tid",
-    "ns_tid", "name", "state", "python", "gil", "stack_changed_while_read", "problem",
+    "ns_tid", "name", "os_name", "state", "python", "gil", "waiting_for_gil",
+    "stack_changed_while_read", "problem",
     "frames": [{"function", "file", "line"}, ...]}, ...]}, ...], "warnings": [...]}``; frames
     innermost first. ``max_depth``: frames read per thread at most (1 to 1024; default 1024).
     ``async_tasks``: also every asyncio task of each process (CPython 3.14+; docs/asyncio.md),

@@ -414,5 +414,73 @@ TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime
     EXPECT_LE(dumped.elapsed_s, 1.15 * slowest_base + 0.3);
 }
 
+// Holding and waiting for the GIL (wall_gil.py "held"): hold_b keeps the GIL through 200 ms C
+// calls, so loop_a sleeps in take_gil nearly all the time. Most dumps show hold_b holding it
+// and loop_a waiting for it; the text and the JSON say so.
+class DumpGilWait : public ::testing::TestWithParam<Interpreter> {};
+
+TEST_P(DumpGilWait, AThreadAsleepForTheGilIsWaitingForIt) {
+    PBP_REQUIRE(geteuid() == 0, "dump needs root");
+    const Interpreter& in = GetParam();
+    Reporter py(python_running(in, "wall_gil.py", {"held", "30"}));
+    std::map<std::string, uint32_t> tid_of;
+    for (const auto& line : py.read_lines(2, 60)) {
+        std::istringstream l(line);
+        std::string name;
+        uint32_t tid = 0;
+        l >> name >> tid;
+        tid_of[name] = tid;
+    }
+    ASSERT_TRUE(tid_of.count("loop_a") && tid_of.count("hold_b")) << py.out() << py.err();
+    const std::string pid = std::to_string(py.pid());
+    usleep(300000);  // both in their loops (loop_a printed its tid before it contends)
+    int dumps = 0, a_waiting = 0, b_held = 0, both_held = 0;
+    std::string last;
+    for (int i = 0; i < 20; i++) {
+        CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid, "--json"});
+        ASSERT_EQ(d.status, 0) << d.err;
+        last = d.out;
+        const auto doc = nlohmann::json::parse(d.out);
+        int held = 0;
+        for (const auto& t : doc["processes"][0]["threads"]) {
+            const uint32_t tid = t["tid"].get<uint32_t>();
+            if (t["gil"] == true) held++;
+            if (tid == tid_of["loop_a"] && t["waiting_for_gil"] == true) a_waiting++;
+            if (tid == tid_of["hold_b"] && t["gil"] == true) b_held++;
+            if (t["waiting_for_gil"] == true && t["gil"] == true) ADD_FAILURE() << "held and waiting: " << t.dump();
+        }
+        both_held += held > 1;
+        dumps++;
+        usleep(50000);
+    }
+    EXPECT_EQ(both_held, 0) << "one holder at a time";
+    // hold_b gives the GIL up between its calls for a switch interval (5 ms) of 200 ms; a
+    // dump can also land while the hand-over is under way (seen: 14 of 20 once, under load).
+    EXPECT_GE(a_waiting, dumps * 3 / 5) << last;
+    EXPECT_GE(b_held, dumps * 3 / 5) << last;
+    // The text says it (within a few dumps).
+    const std::string want = "\nThread " + std::to_string(tid_of["loop_a"]) + " \"loop_a\" sleeping, waiting for the GIL\n";
+    CmdResult text;
+    for (int i = 0; i < 10; i++) {
+        text = run({pybpfprof_bin(), "dump", "--pid", pid});
+        ASSERT_EQ(text.status, 0) << text.err;
+        if (text.out.find(want) != std::string::npos) break;
+        usleep(50000);
+    }
+    EXPECT_NE(text.out.find(want), std::string::npos) << text.out;
+}
+
+// 3.6's GIL is its static variables; 3.12+ keep it in the interpreter.
+INSTANTIATE_TEST_SUITE_P(Interpreters, DumpGilWait,
+                         ::testing::ValuesIn([] {
+                             std::vector<Interpreter> v;
+                             for (auto& i : all_interpreters())
+                                 if (i.name == "host-3.11" || i.name.rfind("pyenv-3.6", 0) == 0 ||
+                                     i.name.rfind("pyenv-3.12", 0) == 0 || i.name == "sid-3.14")
+                                     v.push_back(i);
+                             return v;
+                         }()),
+                         interpreter_test_name);
+
 }  // namespace
 }  // namespace pbp::test

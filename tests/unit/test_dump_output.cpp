@@ -37,7 +37,7 @@ DumpResult sample_dump() {
     t2.os_name = "python3";
     t2.state = 'R';
     t2.python = true;
-    t2.gil = DumpGil::NotHeld;
+    t2.gil = DumpGil::Waiting;
     t2.changed = true;
     t2.problem = "frame unreadable";
     t2.frames = {{"Thread.run", "/usr/lib/python3.11/threading.py", 0, false}, {"[partial stack]", "", 0, true}};

@@ -33,6 +33,7 @@ void write_dump_text(const DumpResult& dump, std::ostream& out) {
                 continue;
             }
             if (t.gil == DumpGil::Held) out << ", holds the GIL";
+            if (t.gil == DumpGil::Waiting) out << ", waiting for the GIL";
             if (t.changed) out << ", stack changed while read";
             out << "\n";
             if (t.frames.empty()) out << "    (" << (t.problem.empty() ? "no Python frame" : t.problem) << ")\n";

@@ -1,8 +1,10 @@
 #include "engine/dump.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -23,6 +25,19 @@
 namespace pbp {
 
 namespace {
+
+// Whether thread tid is asleep in a futex wait on an address inside the GIL (its mutex or
+// condition variable: take_gil). /proc/PID/task/TID/syscall is "NR ARG0 ..." (NR in decimal,
+// the arguments in hex) while the thread is in a system call, "running" or "-1 ..." otherwise;
+// reading it needs what reading the memory needs (ptrace access), no stop.
+bool waits_on(pid_t pid, pid_t tid, const cpython::GilRange& gil) {
+    const std::string text =
+        procfs::read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/syscall");
+    long nr = -1;
+    unsigned long long uaddr = 0;
+    if (sscanf(text.c_str(), "%ld %llx", &nr, &uaddr) != 2) return false;
+    return nr == SYS_futex && gil.contains(uaddr);
+}
 
 // A running thread read mid-change: the walk stopped on a frame or code object that was being
 // replaced, or (3.11/3.12) the eval loop was being entered. A thread asleep never gives these.
@@ -90,10 +105,11 @@ bool dump_process(const PythonTarget& t, int max_depth, bool async_tasks, DumpPr
     // The GIL right after the stacks: which thread state holds it.
     ProcessMemory mem(t.pid);
     std::optional<uint64_t> holder;
+    std::optional<cpython::GilRange> gil;
     if (t.gil_unknown.empty()) {
-        auto range = cpython::gil_range(t.layout, t.runtime_addr, t.interp_head_addr,
-                                        t.gil_statics ? &*t.gil_statics : nullptr, mem);
-        if (auto g = range ? cpython::read_gil(*range, mem) : std::nullopt) holder = g->locked == 1 ? g->last_holder : 0;
+        gil = cpython::gil_range(t.layout, t.runtime_addr, t.interp_head_addr, t.gil_statics ? &*t.gil_statics : nullptr,
+                                 mem);
+        if (auto g = gil ? cpython::read_gil(*gil, mem) : std::nullopt) holder = g->locked == 1 ? g->last_holder : 0;
     }
     // Python names by ident, read after the stacks too (one more pass over the threads).
     std::map<uint64_t, std::string> py_names;
@@ -138,6 +154,7 @@ bool dump_process(const PythonTarget& t, int max_depth, bool async_tasks, DumpPr
             continue;  // exited meanwhile
         }
         if (auto it = by_tid.find(d.tid); it != by_tid.end()) fill(it->second, d);
+        if (d.gil == DumpGil::NotHeld && d.state == 'S' && gil && waits_on(t.pid, tid, *gil)) d.gil = DumpGil::Waiting;
         out.threads.push_back(std::move(d));
     }
     for (const Picked& p : no_tid) {  // a thread state whose thread could not be told
@@ -155,6 +172,7 @@ const char* dump_gil_name(DumpGil g) {
     switch (g) {
         case DumpGil::Held: return "held";
         case DumpGil::NotHeld: return "not held";
+        case DumpGil::Waiting: return "waiting";
         default: return "unknown";
     }
 }

@@ -34,8 +34,12 @@ enum class DumpGil {
     Unknown,  // no GIL known for this build (free-threaded, a 3.6 without symbols) or not readable
     Held,
     NotHeld,
+    // Not held, and asleep waiting for it: in a futex wait on the GIL's mutex or condition
+    // variable (the thread's current system call, /proc/PID/task/TID/syscall, as wall mode's
+    // switch-out check reads it from the registers).
+    Waiting,
 };
-const char* dump_gil_name(DumpGil g);  // "unknown", "held", "not held"
+const char* dump_gil_name(DumpGil g);  // "unknown", "held", "not held", "waiting"
 
 struct DumpThread {
     uint32_t tid = 0;     // host tid; 0 = a thread state whose thread was not found in /proc

@@ -46,6 +46,8 @@ nlohmann::json dump_json(const DumpResult& dump) {
                 {"python", t.python},
                 {"gil", t.python && t.gil != DumpGil::Unknown ? nlohmann::json(t.gil == DumpGil::Held)
                                                               : nlohmann::json(nullptr)},
+                {"waiting_for_gil", t.python && t.gil != DumpGil::Unknown ? nlohmann::json(t.gil == DumpGil::Waiting)
+                                                                          : nlohmann::json(nullptr)},
                 {"stack_changed_while_read", t.changed},
                 {"problem", t.problem.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.problem)},
                 {"frames", frames_json(t.frames)},
@@ -235,6 +237,10 @@ bool read_dump(const nlohmann::json& doc, DumpResult& out, std::string& error) {
                 if (g->is_boolean()) t.gil = g->get<bool>() ? DumpGil::Held : DumpGil::NotHeld;
                 else if (!g->is_null()) r.error = tw + ".gil is not true, false or null";
             }
+            // (An older agent's document has no waiting_for_gil: "not held" then.)
+            if (t.gil == DumpGil::NotHeld && jt.contains("waiting_for_gil") && jt["waiting_for_gil"].is_boolean() &&
+                jt["waiting_for_gil"].get<bool>())
+                t.gil = DumpGil::Waiting;
             t.changed = r.boolean(jt, "stack_changed_while_read", tw);
             t.problem = r.str(jt, "problem", tw, true);
             t.frames = r.frames(jt, "frames", tw);
