@@ -35,12 +35,18 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
     }
     f->type_ = eh.e_type;
     size_t nph = 0;
-    elf_getphdrnum(f->elf_, &nph);
+    if (elf_getphdrnum(f->elf_, &nph) != 0) nph = 0;
+    // The count may come from section 0 (PN_XNUM) and be anything up to 2^32: a table that
+    // cannot fit in the file is not read entry by entry (libelf would retry loading it each
+    // time), and the first entry libelf cannot give ends the walk.
+    size_t file_size = 0;
+    if (elf_rawfile(f->elf_, &file_size) == nullptr || nph > file_size / sizeof(Elf64_Phdr)) nph = 0;
     for (size_t i = 0; i < nph; i++) {
         GElf_Phdr ph;
+        if (!gelf_getphdr(f->elf_, static_cast<int>(i), &ph)) break;
         // A segment whose addresses or file range wrap around cannot be mapped: the loader
         // refuses it too, so it is left out rather than read.
-        if (gelf_getphdr(f->elf_, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD && ph.p_filesz <= ph.p_memsz &&
+        if (ph.p_type == PT_LOAD && ph.p_filesz <= ph.p_memsz &&
             ph.p_vaddr + ph.p_memsz >= ph.p_vaddr && ph.p_offset + ph.p_filesz >= ph.p_offset &&
             ph.p_offset + ph.p_filesz <= uint64_t(INT64_MAX))
             f->loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
