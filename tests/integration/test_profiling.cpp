@@ -450,6 +450,19 @@ TEST_F(BadInput, NotRoot) {
     EXPECT_NE(r.err.find("run it with sudo"), std::string::npos) << r.err;
 }
 
+// Root without CAP_SYS_PTRACE, profiling root's own process that holds every capability:
+// the error names the capabilities the target has and pybpfprof lacks, and the fix. (PID 1
+// of a sandbox that dropped capabilities gets its own sentence; tests/unit/test_ptrace_access.cpp.)
+TEST_F(BadInput, WhyAProcessCannotBeReadNamesTheCapabilities) {
+    Child target({host_python().argv[0], source_dir() + "/tests/workloads/idle.py", "30"}, dir);
+    usleep(200000);
+    auto r = run({"setpriv", "--bounding-set=-all,+bpf,+perfmon,+sys_admin,+sys_resource,+dac_override", "--inh-caps=-all",
+                  "--", pybpfprof_bin(), "--pid", std::to_string(target.pid()), "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "it holds capabilities this process lacks (cap_chown, ");
+    EXPECT_NE(r.err.find("so reading it needs CAP_SYS_PTRACE (run as root, or add SYS_PTRACE"), std::string::npos) << r.err;
+    EXPECT_TRUE(target.running());
+}
+
 TEST_F(BadInput, NothingToProfile) {
     auto r = run({pybpfprof_bin()});
     expect_one_line_error(r, 2, "nothing to profile");

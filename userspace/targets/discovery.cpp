@@ -12,6 +12,7 @@
 #include "cpython/policy.h"
 #include "sys/elf_file.h"
 #include "sys/procfs.h"
+#include "sys/ptrace_access.h"
 #include "sys/target_memory.h"
 
 namespace pbp {
@@ -117,11 +118,6 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
     return f;
 }
 
-namespace {
-const char* const kNeedsPtrace =
-    "profiling another user's process needs CAP_SYS_PTRACE (run as root, or add SYS_PTRACE to the agent's "
-    "capabilities)";
-}  // namespace
 
 DiscoveryResult Discoverer::discover(pid_t pid) {
     DiscoveryResult r;
@@ -129,7 +125,8 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     auto maps = procfs::read_maps(pid);
     if (!maps && (errno == EACCES || errno == EPERM)) {  // older kernels check ptrace access at open
         r.status = Discovery::Unsupported;
-        r.reason = std::string("cannot read its memory maps (") + strerror(errno) + "); " + kNeedsPtrace;
+        const std::string why = std::string("cannot read its memory maps (") + strerror(errno) + "); ";
+        r.reason = why + ptrace_refusal_reason(ptrace_refusal_facts(pid));
         return r;
     }
     if (!maps) {
@@ -246,7 +243,8 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         closedir(d);
     } else if (errno == EACCES || errno == EPERM) {
         r.status = Discovery::Unsupported;
-        r.reason = "cannot read its files (" + root + ": " + strerror(errno) + "); " + kNeedsPtrace;
+        const std::string why = "cannot read its files (" + root + ": " + strerror(errno) + "); ";
+        r.reason = why + ptrace_refusal_reason(ptrace_refusal_facts(pid));
     }
     return r;
 }
