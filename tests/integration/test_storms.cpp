@@ -203,6 +203,49 @@ TEST_F(Storms, ExecStormInSequenceAndInParallelBatches) {
     EXPECT_GT(late_samples, 0.85 * 999 * busy) << "busy cpu seconds " << busy;
 }
 
+// A forked child of Python is a copy of its parent until it runs Python or execs. Under
+// --all-python, 40 `uname -p` runs through subprocess are never announced or named as
+// Python (once, "profiling PID N (uname, CPython ...)" and a thread "uname"), each PID is
+// announced at most once (a "spawn" child is found at its fork and again at its exec), and
+// the children that do run Python, spawned or forked, are announced and sampled.
+TEST_F(Storms, ForkedChildrenAreNeverTakenForTheirParent) {
+    const std::string out = dir + "/fork.json";
+    Child prof({pybpfprof_bin(), "--all-python", "-r", "999", "-o", out}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling every CPython process")) << prof.err();
+    Child work(with_args(host_python().argv, {workload("fork_exec_spawn.py")}), dir);
+    ASSERT_EQ(work.wait(120), 0) << work.err();
+    usleep(300000);
+    prof.signal(SIGINT);
+    ASSERT_EQ(prof.wait(60), 0) << prof.err();
+
+    std::map<std::string, int> announced;  // PID -> times
+    std::istringstream lines(prof.err());
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("pybpfprof: profiling PID ", 0) != 0) continue;
+        EXPECT_EQ(line.find("(uname,"), std::string::npos) << line;
+        announced[line.substr(25, line.find(' ', 25) - 25)]++;
+    }
+    for (auto& [pid, n] : announced) EXPECT_EQ(n, 1) << "PID " << pid << " announced " << n << " times";
+    auto p = read_speedscope(out);
+    for (auto& t : p.threads) {
+        const auto at = t.profile_name.rfind(") ");
+        EXPECT_NE(t.profile_name.substr(at + 2).rfind("uname", 0), 0u) << t.profile_name;
+    }
+    // The children that ran Python: announced, and sampled in their own function.
+    std::istringstream kids(work.out());
+    int n = 0;
+    for (std::string word, pid; kids >> word >> pid; n++) {
+        EXPECT_EQ(announced[pid], 1) << word << " child " << pid << " not announced\n" << prof.err();
+        const std::string fn = word == "spawned" ? "spawned_child_busy" : "forked_child_busy";
+        size_t samples = 0;
+        for (auto& t : p.threads)
+            if (t.profile_name.find("(pid " + pid + ")") != std::string::npos)
+                for (auto& s : t.samples) samples += has_frame(s, fn);
+        EXPECT_GT(samples, 0.7 * 999 * 0.15) << word << " child " << pid << " in " << fn;
+    }
+    EXPECT_EQ(n, 5) << work.out();
+}
+
 // pybpfprof killed with SIGKILL mid-run: every BPF program, map and link it held is freed
 // by the kernel (nothing is pinned), the profiled process runs on, and the next run works.
 TEST_F(Storms, KillNineLeavesNoBpfObjectBehind) {

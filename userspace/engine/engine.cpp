@@ -462,10 +462,16 @@ void Engine::retry_cgroups(Session& s, uint64_t now) {
     }
 }
 
-bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
+bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, bool forked) {
     // Asked again now: the process may have exec'd a setuid program since it was found.
     if (std::string why; !s.admits(t.pid, &why)) {
         debug("PID " + std::to_string(t.pid) + " not registered: " + why);
+        return false;
+    }
+    // Or exec'd another program since (a forked child of Python running uname): its exec
+    // record, queued, has it found again as what it is now.
+    if (!t.exe.empty() && procfs::exe(t.pid) != t.exe) {
+        debug("PID " + std::to_string(t.pid) + " not registered: it exec'd since it was found");
         return false;
     }
     auto it = targets_.find(t.pid);
@@ -505,11 +511,20 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce) {
         s.event({EngineEvent::Warning, t.pid, false, 0, "PID " + std::to_string(t.pid) + ": " + t.warning});
     if (!t.gil_unknown.empty()) s.gil_unknown_[static_cast<uint32_t>(t.pid)] = t.gil_unknown;
     EngineEvent e{EngineEvent::TargetAdded, t.pid, announce};
-    e.comm = procfs::comm(t.pid);
     e.python = t.describe();
     if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
-    s.event(e);
+    if (forked && !s.announced_.count(t.pid))
+        s.unannounced_[t.pid] = {e, procfs::exe(t.pid)};  // its first Python stack announces it (on_sample)
+    else
+        this->announce(s, e);
     return true;
+}
+
+void Engine::announce(Session& s, EngineEvent e) {
+    e.comm = procfs::comm(e.pid);  // now: a forked child's name is its own once it runs Python
+    s.unannounced_.erase(e.pid);
+    if (!s.announced_.insert(e.pid).second) e.announce = false;
+    s.event(e);
 }
 
 void Engine::launch_tree_roots(Session& s) {
@@ -550,6 +565,7 @@ void Engine::target_gone(pid_t pid) {
     if (it == targets_.end()) return;
     for (Session* s : it->second) {
         s->targets_.erase(pid);
+        s->unannounced_.erase(pid);
         if (!s->cfg_.targets.pids.empty()) s->exited_early_.insert(pid);
     }
     registry_->mark_exited(pid);
@@ -591,6 +607,13 @@ void Engine::on_sample(const pbp_event& e) {
     // --async: the stack under its task chain, for the sessions that want it (made once).
     const uint32_t task_stack = with_task(e, stack);
     for (Session* s : it->second) {
+        if (e.stack_id && !s->unannounced_.empty()) {
+            // (Not once it has exec'd, which the exec record queued behind this sample will
+            // say: its name would be the new program's. The samples count either way.)
+            if (auto u = s->unannounced_.find(it->first);
+                u != s->unannounced_.end() && procfs::exe(it->first) == u->second.exe)
+                announce(*s, u->second.event);
+        }
         const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
         if (e.ts_ns < s->start_mono_ns_ || (s->end_mono_ns_ && e.ts_ns > s->end_mono_ns_)) continue;
@@ -637,7 +660,11 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
     if (wanting.empty()) return;
     if (exec && targets_.count(pid)) {
         // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
-        for (Session* s : targets_[pid]) s->targets_.erase(pid);
+        // A forked child that never ran Python was never news: it is not announced.
+        for (Session* s : targets_[pid]) {
+            s->targets_.erase(pid);
+            s->unannounced_.erase(pid);
+        }
         forget_in_bpf(pid);
     }
     if (cfg_.knobs.debug && exec) {
@@ -646,6 +673,7 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
     }
     schedule(pid, e.ts_ns);
     pending_[pid].for_sessions.insert(wanting.begin(), wanting.end());
+    pending_[pid].fork = !exec;
 }
 
 void Engine::run_pending() {
@@ -662,7 +690,7 @@ void Engine::run_pending() {
         switch (r.status) {
             case Discovery::Python: {
                 bool any = false;
-                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true);
+                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true, p.fork);
                 if (any)
                     debug("PID " + std::to_string(pid) + " registered at mono_ns " + std::to_string(mono_ns()) +
                           " (event at " + std::to_string(p.event_ns) + ", attempt " + std::to_string(p.attempt) + ")");

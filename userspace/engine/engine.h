@@ -158,7 +158,8 @@ public:
 
     uint64_t sample_count() const;
     size_t targets_now() const { return targets_.size(); }
-    size_t targets_ever() const { return ever_.size(); }
+    // Processes profiled so far: announced (TargetAdded), i.e. seen running Python.
+    size_t targets_ever() const { return announced_.size(); }
     // --pid targets that exited during the run (their samples are kept).
     const std::set<pid_t>& exited_early() const { return exited_early_; }
 
@@ -187,6 +188,15 @@ private:
     EventSink sink_;
     std::unique_ptr<Aggregator> agg_;
     std::set<pid_t> targets_, ever_, exited_early_, launch_tree_;
+    // Announced once per PID (an exec into Python again is not news). A child found at its
+    // fork is only a copy of its parent until it runs Python or execs: its TargetAdded waits
+    // for its first Python stack (unannounced_), and an exec first drops it.
+    std::set<pid_t> announced_;
+    struct Unannounced {
+        EngineEvent event;
+        std::string exe;  // /proc/PID/exe when found: another one later means it has exec'd
+    };
+    std::map<pid_t, Unannounced> unannounced_;
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
     // out for not holding the GIL, by state (RunInfo::gil_*).
     std::map<uint32_t, std::string> gil_unknown_;
@@ -254,7 +264,8 @@ private:
     void on_sample(const pbp_event& e);
     void on_exec_or_fork(const pbp_event& e);
     bool add_target(Session& s, pid_t pid, bool announce);      // discover now; register
-    bool register_target(Session& s, const PythonTarget& t, bool announce);
+    bool register_target(Session& s, const PythonTarget& t, bool announce, bool forked = false);
+    void announce(Session& s, EngineEvent e);
     void release_target(Session& s, pid_t pid);
     void target_gone(pid_t pid);                                  // exited: every session
     void forget_in_bpf(pid_t pid);
@@ -317,6 +328,7 @@ private:
         uint64_t since_ns;
         size_t attempt;
         uint64_t event_ns;            // BPF timestamp of the exec/fork (0: found by a scan)
+        bool fork = false;            // found at a fork, no exec since: announced at its first Python stack
         std::set<Session*> for_sessions;
     };
     std::map<pid_t, Pending> pending_;

@@ -40,13 +40,23 @@ bool ProcessRegistry::read_python_names(uint32_t pid, const std::set<uint32_t>& 
     return true;
 }
 
+// Whether p may have exec'd another program since it was added (its exec record is still
+// queued behind its last samples): what /proc says of it now would be the new program's, not
+// what its samples ran. (A forked child of Python that execs uname at once: its samples are
+// Python's.) A process already gone (a zombie has no exe) cannot say: the name it had when
+// added is the safe one.
+bool ProcessRegistry::exec_since_added(const ProcessProfile& p) {
+    if (p.exe.empty()) return false;
+    return procfs::exe(static_cast<pid_t>(p.pid)) != p.exe;
+}
+
 ThreadProfile& ProcessRegistry::thread(ProcessProfile& p, uint32_t tid) {
     auto it = p.threads.find(tid);
     if (it != p.threads.end()) return it->second;
     ThreadProfile& t = p.threads[tid];
     t.tid = tid;
     t.ns_tid = tid;
-    t.name = procfs::thread_comm(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid));
+    t.name = exec_since_added(p) ? p.comm : procfs::thread_comm(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid));
     if (auto st = procfs::read_task_status(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid)); st && !st->nspid.empty())
         t.ns_tid = static_cast<uint32_t>(st->nspid.back());
     if (t.name.empty()) t.name = "thread";
@@ -102,6 +112,7 @@ void ProcessRegistry::refresh_thread_names(bool active_only) {
                 }
             }
             if (s.python_named) continue;  // gone from threading._active: it is ending
+            if (exec_since_added(p)) continue;  // its name now is the next program's
             std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
             if (!name.empty()) t.name = name;
         }

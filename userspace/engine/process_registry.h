@@ -44,6 +44,7 @@ public:
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
+    static bool exec_since_added(const ProcessProfile& p);
     // Reads the Python names of pid's threads tids into its Names; false when not read now
     // (rate-limited unless forced).
     bool read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);

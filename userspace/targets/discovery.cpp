@@ -174,6 +174,7 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
             return r;
         }
         PythonTarget t;
+        t.exe = exe;
         t.pid = pid;
         t.interp_path = m->path;
         // A shared library has a soname (libpython always does); an executable, PIE or
