@@ -469,8 +469,9 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
         return false;
     }
     // Or exec'd another program since (a forked child of Python running uname): its exec
-    // record, queued, has it found again as what it is now.
-    if (!t.exe.empty() && procfs::exe(t.pid) != t.exe) {
+    // record, queued, has it found again as what it is now. (An exe that could not be read
+    // when found, as happens in the middle of an exec, is not taken for the same one.)
+    if (procfs::exe(t.pid) != t.exe) {
         debug("PID " + std::to_string(t.pid) + " not registered: it exec'd since it was found");
         return false;
     }
@@ -514,14 +515,25 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
     e.python = t.describe();
     if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
     if (forked && !s.announced_.count(t.pid))
-        s.unannounced_[t.pid] = {e, procfs::exe(t.pid)};  // its first Python stack announces it (on_sample)
+        s.unannounced_[t.pid] = {e, t.exe, mono_ns()};  // see on_sample, announce_settled_forks
     else
         this->announce(s, e);
     return true;
 }
 
+// A forked child still running its parent's program 200 ms on is a Python worker of its own
+// (multiprocessing's fork), even an idle one: announced.
+void Engine::announce_settled_forks(uint64_t now) {
+    for (auto& s : sessions_) {
+        std::vector<EngineEvent> settled;
+        for (auto& [pid, u] : s->unannounced_)
+            if (now - u.found_ns >= 200000000ULL && procfs::exe(pid) == u.exe) settled.push_back(u.event);
+        for (auto& e : settled) announce(*s, e);
+    }
+}
+
 void Engine::announce(Session& s, EngineEvent e) {
-    e.comm = procfs::comm(e.pid);  // now: a forked child's name is its own once it runs Python
+    e.comm = procfs::comm(e.pid);
     s.unannounced_.erase(e.pid);
     if (!s.announced_.insert(e.pid).second) e.announce = false;
     s.event(e);
@@ -745,6 +757,7 @@ int Engine::poll(int timeout_ms) {
     uint64_t now = mono_ns();
     for (pid_t p : std::exchange(exits_, {})) target_gone(p);
     run_pending();
+    announce_settled_forks(now);
     registry_->sample_resources(live_, now);
     if (now - last_names_ns_ > 1000000000ULL) {
         last_names_ns_ = now;

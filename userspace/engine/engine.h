@@ -190,11 +190,13 @@ private:
     std::set<pid_t> targets_, ever_, exited_early_, launch_tree_;
     // Announced once per PID (an exec into Python again is not news). A child found at its
     // fork is only a copy of its parent until it runs Python or execs: its TargetAdded waits
-    // for its first Python stack (unannounced_), and an exec first drops it.
+    // for its first Python stack or for 200 ms without an exec (unannounced_), and an exec
+    // first drops it.
     std::set<pid_t> announced_;
     struct Unannounced {
         EngineEvent event;
         std::string exe;  // /proc/PID/exe when found: another one later means it has exec'd
+        uint64_t found_ns = 0;
     };
     std::map<pid_t, Unannounced> unannounced_;
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
@@ -266,6 +268,7 @@ private:
     bool add_target(Session& s, pid_t pid, bool announce);      // discover now; register
     bool register_target(Session& s, const PythonTarget& t, bool announce, bool forked = false);
     void announce(Session& s, EngineEvent e);
+    void announce_settled_forks(uint64_t now);
     void release_target(Session& s, pid_t pid);
     void target_gone(pid_t pid);                                  // exited: every session
     void forget_in_bpf(pid_t pid);

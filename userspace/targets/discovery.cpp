@@ -121,6 +121,10 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
 
 DiscoveryResult Discoverer::discover(pid_t pid) {
     DiscoveryResult r;
+    // The executable before the maps: a process that execs meanwhile then shows a new one
+    // afterwards (PythonTarget::exe), where read after the maps the new name could come with
+    // the old program's maps.
+    std::string exe = procfs::exe(pid);
     errno = 0;
     auto maps = procfs::read_maps(pid);
     if (!maps && (errno == EACCES || errno == EPERM)) {  // older kernels check ptrace access at open
@@ -137,7 +141,6 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
                        ") has not reaped it yet";
         return r;
     }
-    std::string exe = procfs::exe(pid);
 
     // Candidate files: the executable and libpython-like files first, then every other
     // executable file mapping (interpreters started through ld.so, renamed binaries).
