@@ -271,22 +271,30 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 4; }),
-                      "the file is in format version 4, from a newer pybpfprof; this one reads version 3: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 5; }),
+                      "the file is in format version 5, from a newer pybpfprof; this one reads version 4: upgrade "
                       "pybpfprof to read it",
                       TooNew);
+    // Version 4 adds the buckets' count and span_ns: a version 3 file has none of them.
+    EXPECT_READ_ERROR(read_edited([](json& d) {
+                          d["version"] = 3, d["run"]["mode"] = "cpu", d["run"]["min_block_ns"] = 0;
+                          auto& t = d["processes"][0]["threads"][0];
+                          t["gil"] = 0, t["wait"] = 0, t["aggregate"] = 0, t["count"] = 1;
+                      }),
+                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 4)",
+                      Invalid);
     // Version 3 adds the wall/GIL fields: a version 1 or 2 file has none of them.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["mode"] = "wall"; }),
-                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
+                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"][0]["gil"] = 1; }),
-                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 3)",
+                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 4)",
                       Invalid);
     // ... and a version 3 file must have them all.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }), "run.mode is missing", Invalid);
     // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
     // has the spans' own checks).
     EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
-                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 3)",
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 4)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
@@ -394,7 +402,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),
