@@ -780,7 +780,7 @@ json Aggregation::build(std::string& note) {
         for (const auto& [__, t] : pr.threads)
             for (const Sample& s : t.samples) {
                 if (s.stack < stack_count_.size()) stack_count_[s.stack] += units(s);
-                total++;
+                total += s.count;  // a bucket stands for its samples
                 first_ts = std::min(first_ts, s.ts_ns);
                 last_ts = std::max(last_ts, s.ts_ns);
             }
