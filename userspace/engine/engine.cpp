@@ -68,6 +68,7 @@ SampleWindow sample_window(const Knobs& k) {
     SampleWindow w;
     if (k.sample_window_s >= 0) w.window_ns = static_cast<uint64_t>(k.sample_window_s * 1e9);
     if (k.sample_bucket_s > 0) w.bucket_ns = std::max<uint64_t>(1, static_cast<uint64_t>(k.sample_bucket_s * 1e9));
+    if (k.sample_max_buckets) w.max_buckets = k.sample_max_buckets;
     return w;
 }
 }  // namespace

@@ -20,6 +20,11 @@ Knobs Knobs::from_environment() {
             const char* b = rest + 1;
             double bv = strtod(b, &rest);
             if (rest != b && bv > 0) k.sample_bucket_s = bv;
+            if (rest && *rest == ',') {
+                const char* m = rest + 1;
+                unsigned long long mv = strtoull(m, &rest, 10);
+                if (rest != m && mv > 0) k.sample_max_buckets = static_cast<size_t>(mv);
+            }
         }
     }
     return k;
