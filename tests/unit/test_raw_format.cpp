@@ -150,6 +150,28 @@ TEST(RawFormat, RoundTripKeepsEveryField) {
     EXPECT_EQ(doc["run"]["host"], "node-a.example");
 }
 
+// Buckets (a run longer than its sample window) are written as version 4 with their count and
+// span, and read back exactly.
+TEST(RawFormat, BucketsRoundTripAsVersion4) {
+    Profile p = everything_profile();
+    std::vector<pbp::Sample>* found = nullptr;
+    for (auto& [_, pr] : p.processes)
+        for (auto& [__, t] : pr.threads)
+            if (!found && !t.samples.empty()) found = &t.samples;
+    ASSERT_NE(found, nullptr);
+    auto& samples = *found;
+    pbp::Sample b = samples.front();
+    b.count = 250, b.span_ns = 1'000'000'000, b.weight_ns = 250 * 4'000'000, b.ts_ns = samples.front().ts_ns - 1;
+    samples.insert(samples.begin(), b);
+    json doc = json::parse(raw_json(p));
+    EXPECT_EQ(doc["version"], 4);
+    Profile back;
+    std::string error;
+    ASSERT_TRUE(read_raw(file_bytes(p), back, error)) << error;
+    EXPECT_TRUE(back == p) << test::profile_difference(p, back);
+    EXPECT_EQ(back.total_samples(), p.total_samples());
+}
+
 // The profiles the exporters are tested with, and a long synthetic run: read back equal,
 // and every exporter writes the same bytes for the original and for the copy.
 TEST(RawFormat, RoundTripKeepsEveryExportersOutput) {
