@@ -238,6 +238,109 @@ TEST_F(Report, RealWallRunThroughEveryConsumer) {
     EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
 }
 
+// A run longer than its sample window (PYBPFPROF_SAMPLE_WINDOW=1,0.25: timestamps for the last
+// second, 250 ms buckets before): the .pbp holds buckets, and every output made from it holds
+// exactly the samples taken. go tool pprof's sample count and weight, speedscope's weights
+// (the app loads the file) and the report's samples and timeline (which still starts at the
+// run's start, its first second as full as the rest; the page works in Chromium).
+TEST_F(Report, RunLongerThanTheSampleWindowThroughEveryConsumer) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    PBP_REQUIRE(have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
+    const std::string pbp = dir + "/long.pbp";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-r", "499", "-o", pbp, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    cmd.push_back(workload("cpu_split.py"));
+    cmd.push_back("5");
+    setenv("PYBPFPROF_SAMPLE_WINDOW", "1,0.25", 1);
+    auto r = run(cmd, 120);
+    unsetenv("PYBPFPROF_SAMPLE_WINDOW");
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(Wrote \S+: (\d+) samples)"))) << r.err;
+    const uint64_t n = std::stoull(m[1].str());
+    ASSERT_GT(n, 1000u) << "5 s at 499 Hz\n" << r.err;
+
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(read_raw(read_file(pbp), p, error)) << error;
+    EXPECT_EQ(p.total_samples(), n);
+    const uint64_t period = p.run.period_ns;
+    ASSERT_GT(period, 0u);
+    EXPECT_EQ(p.total_weight_ns(SampleKind::Cpu), n * period);
+    size_t buckets = 0, raw_samples = 0;
+    uint64_t oldest_raw = UINT64_MAX;
+    for (const auto& [_, pr] : p.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples) {
+                if (s.span_ns) {
+                    buckets++;
+                    EXPECT_EQ(s.span_ns, 250'000'000u);
+                    EXPECT_EQ(s.weight_ns, s.count * period);
+                } else {
+                    raw_samples++;
+                    oldest_raw = std::min(oldest_raw, s.ts_ns);
+                }
+            }
+    EXPECT_GT(buckets, 0u) << "4 s of the run are older than the window";
+    EXPECT_GT(raw_samples, 0u);
+    EXPECT_GE(p.run.end_mono_ns - oldest_raw, 1'000'000'000u) << "the last second keeps its timestamps";
+    EXPECT_LE(p.run.end_mono_ns - oldest_raw, 2'000'000'000u) << "and not much more";
+
+    for (const char* out : {"long.pb.gz", "long.json", "long.html"}) {
+        auto mm = run({pybpfprof_bin(), "merge", pbp, "-o", dir + "/" + out, "--no-summary"}, 120);
+        ASSERT_EQ(mm.status, 0) << mm.err;
+    }
+    auto g = go_pprof({"-raw"}, dir + "/long.pb.gz");
+    ASSERT_EQ(g.status, 0) << g.err;
+    auto raw = parse_go_raw(g.out);
+    EXPECT_EQ(raw.total(0), static_cast<int64_t>(n)) << "go tool pprof's sample count";
+    EXPECT_EQ(raw.total(1), static_cast<int64_t>(n * period));
+
+    const std::string js = source_dir() + "/tests/js";
+    auto j = run({"node", js + "/check_speedscope.mjs", "--expect-frame", "Splitter.hot_seventy", dir + "/long.json"}, 300);
+    EXPECT_EQ(j.status, 0) << j.out << j.err;
+    auto ss = nlohmann::json::parse(read_file(dir + "/long.json"));
+    double weight_s = 0;
+    for (const auto& prof : ss["profiles"])
+        for (const auto& w : prof["weights"]) weight_s += w.get<double>();
+    EXPECT_NEAR(weight_s, static_cast<double>(n * period) / 1e9, 1e-6 * static_cast<double>(n));
+
+    auto d = report_data(dir + "/long.html");
+    ASSERT_FALSE(d.is_discarded());
+    EXPECT_EQ(d["run"]["samples"].get<uint64_t>(), n);
+    // The timeline: per thread (bin delta, units, function) triples. Summed over the threads,
+    // the run's first second holds samples about as the last second does.
+    const uint64_t fine_ns = d["bins"]["fine_ns"].get<uint64_t>();
+    const uint64_t nfine = d["bins"]["nfine"].get<uint64_t>();
+    std::vector<uint64_t> per_bin(nfine, 0);
+    uint64_t units = 0;
+    for (const auto& pr : d["procs"])
+        for (const auto& t : pr["threads"]) {
+            auto v = varints(t["fine"].get<std::string>());
+            int64_t bin = -1;
+            for (size_t i = 0; i + 2 < v.size(); i += 3) {
+                bin += static_cast<int64_t>(v[i]);
+                ASSERT_LT(static_cast<uint64_t>(bin), nfine);
+                per_bin[bin] += v[i + 1];
+                units += v[i + 1];
+            }
+        }
+    EXPECT_EQ(units, d["run"]["weight_units"].get<uint64_t>());
+    auto second = [&](uint64_t from_ns) {
+        uint64_t u = 0;
+        for (uint64_t b = from_ns / fine_ns; b < std::min(nfine, (from_ns + 1'000'000'000) / fine_ns); b++) u += per_bin[b];
+        return u;
+    };
+    const uint64_t span = static_cast<uint64_t>(d["run"]["span_s"].get<double>() * 1e9);
+    const uint64_t first = second(500'000'000), last = second(span - 1'500'000'000);
+    EXPECT_GT(first, last / 2) << "the bucketed part of the timeline is drawn: " << first << " vs " << last;
+    EXPECT_LT(first, last * 2) << first << " vs " << last;
+    std::ofstream(dir + "/expect.json") << nlohmann::json{{"functions", {"Splitter.hot_seventy", "Splitter.hot_thirty"}}, {"buckets", true}}.dump();
+    auto c = run({"node", js + "/check_report.mjs", dir + "/long.html", dir + "/expect.json"}, 300);
+    EXPECT_EQ(c.status, 0) << c.out << c.err;
+}
+
 // --report writes the HTML next to the main output; both hold the same samples, and the
 // report has the process's CPU and RSS over time.
 TEST_F(Report, ReportNextToSpeedscope) {

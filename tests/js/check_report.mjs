@@ -24,6 +24,8 @@
 // Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
 //            "min_processes": N, "resources": true|false, "raw": true|false,
+//            "buckets": true (a run longer than its sample window: the raw data's entries stand
+//                       for more samples; its metadata's total_samples must still match),
 //            "pods": N (pod rows), "pod_processes": {"ns/name": N},
 //            "proc_text": [texts the process table must show, e.g. "host node-a"],
 //            "max_ready_ms": N, "max_update_ms": N,
@@ -668,10 +670,15 @@ async function main() {
   if (hasRaw) {
     const raw = await page.evaluate(async () => {
       const doc = JSON.parse(await window.pbpReport.rawText());
-      return { schema: doc.$schema, samples: doc.profiles.reduce((n, p) => n + p.samples.length, 0) };
+      return { schema: doc.$schema, samples: doc.profiles.reduce((n, p) => n + p.samples.length, 0),
+               total: doc.pybpfprof ? doc.pybpfprof.total_samples : undefined };
     });
     if (raw.schema !== 'https://www.speedscope.app/file-format-schema.json') fail(`raw data $schema is ${raw.schema}`);
-    if (raw.samples !== run.samples) fail(`raw data holds ${raw.samples} samples, the run ${run.samples}`);
+    // A run longer than its sample window has buckets (expect.buckets): an entry stands for
+    // several samples, and the metadata's total_samples is what was taken.
+    if (expect.buckets ? raw.samples >= run.samples : raw.samples !== run.samples)
+      fail(`raw data holds ${raw.samples} samples, the run ${run.samples}`);
+    if (raw.total !== run.samples) fail(`raw data says ${raw.total} samples taken, the run ${run.samples}`);
     info.push(`speedscope JSON unpacks (${raw.samples} samples)`);
   }
 }

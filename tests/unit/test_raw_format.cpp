@@ -150,6 +150,28 @@ TEST(RawFormat, RoundTripKeepsEveryField) {
     EXPECT_EQ(doc["run"]["host"], "node-a.example");
 }
 
+// Buckets (a run longer than its sample window) are written as version 4 with their count and
+// span, and read back exactly.
+TEST(RawFormat, BucketsRoundTripAsVersion4) {
+    Profile p = everything_profile();
+    std::vector<pbp::Sample>* found = nullptr;
+    for (auto& [_, pr] : p.processes)
+        for (auto& [__, t] : pr.threads)
+            if (!found && !t.samples.empty()) found = &t.samples;
+    ASSERT_NE(found, nullptr);
+    auto& samples = *found;
+    pbp::Sample b = samples.front();
+    b.count = 250, b.span_ns = 1'000'000'000, b.weight_ns = 250 * 4'000'000, b.ts_ns = samples.front().ts_ns - 1;
+    samples.insert(samples.begin(), b);
+    json doc = json::parse(raw_json(p));
+    EXPECT_EQ(doc["version"], 4);
+    Profile back;
+    std::string error;
+    ASSERT_TRUE(read_raw(file_bytes(p), back, error)) << error;
+    EXPECT_TRUE(back == p) << test::profile_difference(p, back);
+    EXPECT_EQ(back.total_samples(), p.total_samples());
+}
+
 // The profiles the exporters are tested with, and a long synthetic run: read back equal,
 // and every exporter writes the same bytes for the original and for the copy.
 TEST(RawFormat, RoundTripKeepsEveryExportersOutput) {
@@ -271,22 +293,30 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 4; }),
-                      "the file is in format version 4, from a newer pybpfprof; this one reads version 3: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 5; }),
+                      "the file is in format version 5, from a newer pybpfprof; this one reads version 4: upgrade "
                       "pybpfprof to read it",
                       TooNew);
+    // Version 4 adds the buckets' count and span_ns: a version 3 file has none of them.
+    EXPECT_READ_ERROR(read_edited([](json& d) {
+                          d["version"] = 3, d["run"]["mode"] = "cpu", d["run"]["min_block_ns"] = 0;
+                          auto& t = d["processes"][0]["threads"][0];
+                          t["gil"] = 0, t["wait"] = 0, t["aggregate"] = 0, t["count"] = 1;
+                      }),
+                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 4)",
+                      Invalid);
     // Version 3 adds the wall/GIL fields: a version 1 or 2 file has none of them.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["mode"] = "wall"; }),
-                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
+                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"][0]["gil"] = 1; }),
-                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 3)",
+                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 4)",
                       Invalid);
     // ... and a version 3 file must have them all.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }), "run.mode is missing", Invalid);
     // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
     // has the spans' own checks).
     EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
-                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 3)",
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 4)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
@@ -394,7 +424,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 3)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),

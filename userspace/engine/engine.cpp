@@ -63,6 +63,16 @@ std::string describe_targets(const TargetSpec& t) {
 
 // ---- the session -------------------------------------------------------------------------
 
+namespace {
+SampleWindow sample_window(const Knobs& k) {
+    SampleWindow w;
+    if (k.sample_window_s >= 0) w.window_ns = static_cast<uint64_t>(k.sample_window_s * 1e9);
+    if (k.sample_bucket_s > 0) w.bucket_ns = std::max<uint64_t>(1, static_cast<uint64_t>(k.sample_bucket_s * 1e9));
+    if (k.sample_max_buckets) w.max_buckets = k.sample_max_buckets;
+    return w;
+}
+}  // namespace
+
 struct Session::WatchedCgroup {
     std::string spec;
     bool attached = false;
@@ -71,7 +81,8 @@ struct Session::WatchedCgroup {
 
 Session::Session(Engine& engine, SessionConfig cfg, EventSink sink)
     : engine_(engine), cfg_(std::move(cfg)), sink_(std::move(sink)),
-      agg_(new Aggregator(*engine.store_, period_of_rate(session_rate(cfg_, engine.cfg_)))) {
+      agg_(new Aggregator(*engine.store_, period_of_rate(session_rate(cfg_, engine.cfg_)),
+                          sample_window(engine.cfg_.knobs))) {
     target_text_ = describe_targets(cfg_.targets);
     rate_hz_ = session_rate(cfg_, engine.cfg_);
 }

@@ -12,6 +12,21 @@ Knobs Knobs::from_environment() {
     k.force_no_bpf_loop = getenv("PYBPFPROF_FORCE_NO_BPF_LOOP") != nullptr;
     k.no_code_cache = getenv("PYBPFPROF_NO_CODE_CACHE") != nullptr;
     if (const char* t = getenv("TMPDIR"); t && *t) k.tmpdir = t;
+    if (const char* w = getenv("PYBPFPROF_SAMPLE_WINDOW"); w && *w) {
+        char* rest = nullptr;
+        double v = strtod(w, &rest);
+        if (rest != w && v >= 0) k.sample_window_s = v;
+        if (rest && *rest == ',') {
+            const char* b = rest + 1;
+            double bv = strtod(b, &rest);
+            if (rest != b && bv > 0) k.sample_bucket_s = bv;
+            if (rest && *rest == ',') {
+                const char* m = rest + 1;
+                unsigned long long mv = strtoull(m, &rest, 10);
+                if (rest != m && mv > 0) k.sample_max_buckets = static_cast<size_t>(mv);
+            }
+        }
+    }
     return k;
 }
 

@@ -12,6 +12,12 @@ struct Knobs {
     bool force_no_bpf_loop = false;  // PYBPFPROF_FORCE_NO_BPF_LOOP: the tail-call walk even with bpf_loop
     bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
     std::string tmpdir = "/tmp";   // TMPDIR: where a fallback output goes
+    // PYBPFPROF_SAMPLE_WINDOW=SECONDS[,BUCKET_SECONDS[,MAX_BUCKETS]]: how long samples keep
+    // their own timestamps before they are folded into buckets (engine/aggregator.h; 0 =
+    // never), the first bucket width and the bucket entries a session keeps before the width
+    // doubles. For tests of long runs in a few seconds. -1 / 0: the defaults.
+    double sample_window_s = -1, sample_bucket_s = -1;
+    size_t sample_max_buckets = 0;
 
     static Knobs from_environment();
 };

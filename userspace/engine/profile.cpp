@@ -77,10 +77,16 @@ std::string ProcessProfile::where() const {
     return s;
 }
 
+uint64_t ThreadProfile::sample_count() const {
+    uint64_t n = 0;
+    for (const Sample& s : samples) n += s.count;
+    return n;
+}
+
 uint64_t Profile::total_samples() const {
     uint64_t n = 0;
     for (auto& [_, p] : processes)
-        for (auto& [__, t] : p.threads) n += t.samples.size();
+        for (auto& [__, t] : p.threads) n += t.sample_count();
     return n;
 }
 

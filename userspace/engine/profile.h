@@ -92,6 +92,10 @@ bool parse_mode(const std::string& s, ProfileMode& m);  // false for anything el
 // A stack with a weight and a kind. Exporters sum weights: one sample is not one period.
 // A sample covers the weight_ns that ended at ts_ns (an off-CPU interval: [ts - weight, ts];
 // an aggregate one stands for several short intervals up to ts, not one span).
+// A bucket (span_ns > 0) stands for `count` samples of one stack, kind, GIL state and wait
+// taken in [ts - span, ts), their weights summed: what a session keeps of the samples older
+// than its window (engine/aggregator.h). Its weight is spread over that span in timelines;
+// count may be 0 for the part of an off-CPU interval that began in an earlier bucket.
 struct Sample {
     uint64_t ts_ns = 0;      // CLOCK_MONOTONIC, as stamped by BPF
     uint32_t stack = 0;      // StackTable index
@@ -101,6 +105,8 @@ struct Sample {
     GilState gil = GilState::NA;
     WaitReason wait = WaitReason::None;
     bool aggregate = false;  // off CPU: the sum of intervals shorter than the minimum
+    uint32_t count = 1;      // samples it stands for (1 unless a bucket)
+    uint64_t span_ns = 0;    // a bucket: the span [ts - span, ts) its samples were taken in
     bool operator==(const Sample&) const = default;
 };
 
@@ -108,7 +114,8 @@ struct ThreadProfile {
     uint32_t tid = 0;     // host tid
     uint32_t ns_tid = 0;  // tid inside the process's PID namespace (== tid when none)
     std::string name;     // the Python name (threading), else the OS name (/proc/PID/task/TID/comm)
-    std::vector<Sample> samples;  // in time order
+    std::vector<Sample> samples;  // in time order (a bucket at its end)
+    uint64_t sample_count() const;  // the samples they stand for (buckets count theirs)
     bool operator==(const ThreadProfile&) const = default;
 };
 

@@ -94,12 +94,12 @@ bool every_sample_weighs(const Profile& profile, uint64_t weight_ns) {
     for (const auto& [_, p] : profile.processes)
         for (const auto& [__, t] : p.threads)
             for (const Sample& s : t.samples)
-                if (s.weight_ns != weight_ns) return false;
+                if (s.weight_ns != weight_ns * s.count) return false;  // a bucket weighs its samples
     return true;
 }
 
 void StackTotal::add(const Sample& s) {
-    samples++;
+    samples += s.count;  // a bucket stands for count samples
     (s.kind == SampleKind::OffCpu ? off_cpu_ns : cpu_ns) += s.weight_ns;
 }
 

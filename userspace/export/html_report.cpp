@@ -331,15 +331,17 @@ Cells Aggregation::fine_cells(const ThreadProfile& t) const {
         if (b != cur) flush(), cur = b;
         uint32_t u = static_cast<uint32_t>(units(s));
         if (!u) return;
-        if (s.kind == SampleKind::OffCpu && !s.aggregate && s.weight_ns > 0) {
+        // A bucket (older samples folded, engine/aggregator.h) is spread over its span the same way.
+        const uint64_t spread = s.span_ns ? s.span_ns : s.kind == SampleKind::OffCpu && !s.aggregate ? s.weight_ns : 0;
+        if (spread > 0) {
             const uint64_t end = s.ts_ns > t0_ ? s.ts_ns - t0_ : 0;
-            const uint64_t start = end > s.weight_ns ? end - s.weight_ns : 0;
+            const uint64_t start = end > spread ? end - spread : 0;
             const int64_t first = fine_bin(t0_ + start);
             uint32_t given = 0;
             for (int64_t k = first; k < b; k++) {
                 const uint64_t upto = std::min<uint64_t>(end, static_cast<uint64_t>(k + 1) * fine_ns_);
                 const auto cum = static_cast<uint32_t>(std::llround(
-                    static_cast<double>(u) * static_cast<double>(s.weight_ns - (end - upto)) / static_cast<double>(s.weight_ns)));
+                    static_cast<double>(u) * static_cast<double>(spread - (end - upto)) / static_cast<double>(spread)));
                 if (cum > given && cum <= u) before.push_back({static_cast<uint32_t>(k), r, cum - given}), given = cum;
             }
             u -= given;  // the rest is ts's own bin
@@ -707,10 +709,13 @@ json Aggregation::gil_lanes(const ThreadProfile& t) const {
         auto& lane = s.gil == GilState::Held ? held : waiting;
         (s.gil == GilState::Held ? held_ns : waiting_ns) += s.weight_ns;
         const uint64_t b = s.ts_ns > t0_ ? s.ts_ns - t0_ : 0;
-        const uint64_t a = b > s.weight_ns ? b - s.weight_ns : 0;
+        // A bucket's weight is spread evenly over its span (its samples' share of it).
+        const uint64_t len = s.span_ns ? s.span_ns : s.weight_ns;
+        const double density = s.span_ns ? static_cast<double>(s.weight_ns) / static_cast<double>(s.span_ns) : 1.0;
+        const uint64_t a = b > len ? b - len : 0;
         for (uint64_t x = a; x < std::min(b, end);) {
             const uint64_t bin = x / fine_ns_, next = std::min({(bin + 1) * fine_ns_, b, end});
-            lane[bin] += static_cast<double>(next - x);
+            lane[bin] += density * static_cast<double>(next - x);
             x = next;
         }
     }
@@ -775,7 +780,7 @@ json Aggregation::build(std::string& note) {
         for (const auto& [__, t] : pr.threads)
             for (const Sample& s : t.samples) {
                 if (s.stack < stack_count_.size()) stack_count_[s.stack] += units(s);
-                total++;
+                total += s.count;  // a bucket stands for its samples
                 first_ts = std::min(first_ts, s.ts_ns);
                 last_ts = std::max(last_ts, s.ts_ns);
             }
@@ -941,7 +946,7 @@ json Aggregation::build(std::string& note) {
                    {"name", pr.display_name()}};
         json threads = json::array();
         for (const auto& [tid, t] : pr.threads) {
-            threads.push_back({{"tid", t.tid}, {"ns_tid", t.ns_tid}, {"name", t.name}, {"n", t.samples.size()},
+            threads.push_back({{"tid", t.tid}, {"ns_tid", t.ns_tid}, {"name", t.name}, {"n", t.sample_count()},
                                {"fine", encode_fine(fine[ti])}, {"cells", encode_cells(cells[ti])}});
             if (!whole.empty()) threads.back()["whole"] = encode_cells(whole[ti]);
             if (!pcells[ti].is_null()) threads.back()["pcells"] = pcells[ti];

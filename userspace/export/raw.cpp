@@ -60,6 +60,7 @@ public:
     // When set, the text is handed to it in pieces as it grows (the last byte is kept: key()
     // looks at it), so a long run is never all in memory twice.
     std::function<void(std::string_view)> sink;
+    bool buckets = false;  // version 4: samples' count and span_ns (implies wall)
     bool wall = false;  // version 3: the run's mode and min-block, samples' GIL state and wait
     void drain() {
         if (sink && text.size() > (1u << 20)) {
@@ -194,14 +195,24 @@ bool needs_wall_fields(const Profile& p) {
     return false;
 }
 
+// True when p has a bucket (a sample standing for older samples, Sample::span_ns): version 4.
+bool needs_bucket_fields(const Profile& p) {
+    for (const auto& [_, pr] : p.processes)
+        for (const auto& [__, t] : pr.threads)
+            for (const Sample& s : t.samples)
+                if (s.span_ns != 0 || s.count != 1) return true;
+    return false;
+}
+
 void write_json(const Profile& p, Writer& w) {
     w.raw("{\"format\":\"");
     w.raw(kRawFormatName);
     // The oldest layout that holds everything: version 3 for a profile with wall/GIL fields,
     // 2 for one with task spans, else 1 (so an older pybpfprof reads what it can read whole).
-    w.wall = needs_wall_fields(p);
+    w.buckets = needs_bucket_fields(p);
+    w.wall = w.buckets || needs_wall_fields(p);
     w.raw("\",\"version\":");
-    w.i(w.wall ? 3 : p.tasks.empty() ? 1 : 2);
+    w.i(w.buckets ? 4 : w.wall ? 3 : p.tasks.empty() ? 1 : 2);
     w.raw(",\n");
     w.key("run"), w.run(p.run);
     w.raw(",\n");
@@ -312,6 +323,10 @@ void write_json(const Profile& p, Writer& w) {
                 column("gil", [](const Sample& s) { return static_cast<uint64_t>(s.gil); });
                 column("wait", [](const Sample& s) { return static_cast<uint64_t>(s.wait); });
                 column("aggregate", [](const Sample& s) { return static_cast<uint64_t>(s.aggregate); });
+                if (w.buckets) {
+                    column("count", [](const Sample& s) { return static_cast<uint64_t>(s.count); });
+                    column("span_ns", [](const Sample& s) { return s.span_ns; });
+                }
             }
             w.raw("}");
             w.drain();

@@ -381,6 +381,11 @@ void thread_samples(const json& t, ThreadProfile& out, size_t nstacks, const std
     small_column("wait", 4, "0 (none), 1 (sleep), 2 (I/O), 3 (GIL) or 4 (runnable)",
                  [](Sample& s, uint64_t v) { s.wait = static_cast<WaitReason>(v); });
     small_column("aggregate", 1, "0 or 1", [](Sample& s, uint64_t v) { s.aggregate = v != 0; });
+    if (version < 4) return;  // older files have no buckets: every sample is one, at its time
+    small_column("count", std::numeric_limits<uint32_t>::max(), "a number of samples (0 to 2^32 - 1)",
+                 [](Sample& s, uint64_t v) { s.count = static_cast<uint32_t>(v); });
+    small_column("span_ns", std::numeric_limits<uint64_t>::max(), "a span in ns",
+                 [](Sample& s, uint64_t v) { s.span_ns = v; });
 }
 
 ProcessProfile process(const json& j, size_t nstacks, const std::string& path, uint32_t& key, uint64_t version) {
@@ -424,7 +429,12 @@ ProcessProfile process(const json& j, size_t nstacks, const std::string& path, u
     for (size_t i = 0; i < threads.size(); i++) {
         const std::string tp = idx(p("threads"), i);
         const json& t = object(threads[i], tp);
-        if (version >= 3)
+        if (version >= 4)
+            only_fields(t,
+                        {"tid", "ns_tid", "name", "ts_ns", "stack", "cpu", "kind", "weight_ns", "gil", "wait", "aggregate",
+                         "count", "span_ns"},
+                        tp);
+        else if (version >= 3)
             only_fields(t, {"tid", "ns_tid", "name", "ts_ns", "stack", "cpu", "kind", "weight_ns", "gil", "wait", "aggregate"},
                         tp);
         else

@@ -33,7 +33,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
     for (pid_t pid : facts.exited_early) {
         uint64_t n = 0;
         if (auto it = profile.processes.find(static_cast<uint32_t>(pid)); it != profile.processes.end())
-            for (auto& [_, t] : it->second.threads) n += t.samples.size();
+            for (auto& [_, t] : it->second.threads) n += t.sample_count();
         o.exited_early.emplace_back(pid, n);
     }
     o.top = top_functions(profile) + top_threads(profile);
