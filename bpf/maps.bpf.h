@@ -55,6 +55,7 @@ struct tstate_entry {
 	__u64 tstate;   /* 0 = known to have none (negative entry) */
 	__u64 ts_ns;    /* when made (negative entry) or last checked active (positive) */
 	__u64 interp;   /* the PyInterpreterState the thread state is in */
+	__u64 start;    /* the task's start_time: a tid reused by a later thread is another key */
 	__u32 generation;
 	__u32 _pad;
 };
@@ -65,6 +66,49 @@ struct {
 	__type(key, __u64); /* pid_tgid */
 	__type(value, struct tstate_entry);
 } tstates SEC(".maps");
+
+/* Thread-state hints: every thread state a walk of a thread list passed, keyed by its thread_id
+ * (the fsbase of its thread), so that a thread sampled for the first time finds its state
+ * without walking the list again: in a pool of 1000 threads that run in turn, a walk (~1000
+ * reads pairs) for each thread's first sample cost more than the rest of its samples together.
+ * A hint is only a candidate: it is used when still valid (see thread_state.bpf.h), checked like
+ * a tstates entry, and then becomes the thread's tstates entry. */
+struct tstate_hint_key {
+	__u64 thread_id;
+	__u32 tgid;
+	__u32 _pad;
+};
+
+struct tstate_hint {
+	__u64 tstate;   /* 0: two thread states had this thread_id in one walk (ambiguous) */
+	__u64 interp;
+	__u64 walk_ns;  /* when the walk that made it began (its id) */
+	__u32 generation;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tstate_hint_key);
+	__type(value, struct tstate_hint);
+} tstate_hints SEC(".maps");
+
+/* Per process that has hints: what makes them valid. Only the hints of the last walk that
+ * filled them (done_ns) count, and only when no thread of the process has exited since that
+ * walk began (exit_ns, set by on_exit): an exited thread's state may be freed while its bytes,
+ * thread_id included, still read as before, and its fsbase given to a new thread. */
+struct tstate_fill {
+	__u64 done_ns;  /* walk_ns of the last walk that finished filling */
+	__u64 exit_ns;  /* the last exit of one of the process's threads */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32); /* host tgid */
+	__type(value, struct tstate_fill);
+} tstate_fills SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
