@@ -70,19 +70,26 @@ struct {
 /* Thread-state hints: every thread state a walk of a thread list passed, keyed by its thread_id
  * (the fsbase of its thread), so that a thread sampled for the first time finds its state
  * without walking the list again: in a pool of 1000 threads that run in turn, a walk (~1000
- * reads pairs) for each thread's first sample cost more than the rest of its samples together.
- * A hint is only a candidate: it is used when still valid (see thread_state.bpf.h), checked like
- * a tstates entry, and then becomes the thread's tstates entry. */
+ * pairs of reads) for each thread's first sample cost more than the rest of its samples
+ * together. A hint is only a candidate: it is used when still valid (see thread_state.bpf.h),
+ * checked like a tstates entry, and then becomes the thread's tstates entry. */
 struct tstate_hint_key {
 	__u64 thread_id;
 	__u32 tgid;
 	__u32 _pad;
 };
 
+/* Written in place by a walk in this order (walk_ns, generation, interp, then tstate) and read
+ * in the reverse one, so that a state read with a walk_ns belongs to that walk. */
 struct tstate_hint {
-	__u64 tstate;   /* 0: two thread states had this thread_id in one walk (ambiguous) */
+	__u64 tstate;   /* 0: two thread states had this thread_id in one walk (ambiguous), or none yet */
 	__u64 interp;
-	__u64 walk_ns;  /* when the walk that made it began (its id) */
+	__u64 walk_ns;  /* when the walk that wrote it began (its id) */
+	/* When the last thread with this fsbase was created (on_fork). A walk begun before then
+	 * may have read the state of an earlier thread with this fsbase (glibc hands an exited
+	 * thread's stack, and so its fsbase, to a new thread), freed since while its bytes,
+	 * thread_id included, still read as before. Never written by a walk. */
+	__u64 void_ns;
 	__u32 generation;
 	__u32 _pad;
 };
@@ -94,20 +101,14 @@ struct {
 	__type(value, struct tstate_hint);
 } tstate_hints SEC(".maps");
 
-/* Per process that has hints: what makes them valid. Only the hints of the last walk that
- * filled them (done_ns) count, and only when no thread of the process has exited since that
- * walk began (exit_ns, set by on_exit): an exited thread's state may be freed while its bytes,
- * thread_id included, still read as before, and its fsbase given to a new thread. */
-struct tstate_fill {
-	__u64 done_ns;  /* walk_ns of the last walk that finished filling */
-	__u64 exit_ns;  /* the last exit of one of the process's threads */
-};
-
+/* Per process that has hints (host tgid): walk_ns of the last walk that finished leaving them.
+ * Only its hints count: one walk sees every state with a thread_id, so it alone can tell an
+ * ambiguous thread_id. Removed when the process exits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
-	__type(key, __u32); /* host tgid */
-	__type(value, struct tstate_fill);
+	__type(key, __u32);
+	__type(value, __u64);
 } tstate_fills SEC(".maps");
 
 struct {

@@ -48,23 +48,35 @@ struct tstate_search {
 /* A hint for thread state w->ts, whose thread_id is thread_id. Two states with one thread_id in
  * one walk (a thread in several interpreters; before 3.12, a new thread's state before its
  * thread binds it holds its parent's thread_id) make the hint void: which one is whose is for
- * the walk to say, with its active check and its order. */
+ * the walk to say, with its active check and its order. An existing hint is rewritten in place,
+ * so its void_ns (on_fork's) is never lost. */
 static __always_inline void tstate_hint_put(struct tstate_search *w, __u64 thread_id)
 {
 	struct tstate_hint_key k = {};
 	k.thread_id = thread_id;
 	k.tgid = w->tgid;
 	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
-	if (h && h->walk_ns == w->walk_ns) {
-		h->tstate = 0;
+	if (!h) {
+		struct tstate_hint nh = {};
+		nh.tstate = w->ts;
+		nh.interp = w->interp;
+		nh.walk_ns = w->walk_ns;
+		nh.generation = w->generation;
+		if (!bpf_map_update_elem(&tstate_hints, &k, &nh, BPF_NOEXIST))
+			return;
+		h = bpf_map_lookup_elem(&tstate_hints, &k); /* on_fork made it meanwhile */
+		if (!h)
+			return;
+	}
+	if (READ_ONCE(h->walk_ns) == w->walk_ns) {
+		WRITE_ONCE(h->tstate, 0);
 		return;
 	}
-	struct tstate_hint nh = {};
-	nh.tstate = w->ts;
-	nh.interp = w->interp;
-	nh.walk_ns = w->walk_ns;
-	nh.generation = w->generation;
-	bpf_map_update_elem(&tstate_hints, &k, &nh, BPF_ANY);
+	WRITE_ONCE(h->walk_ns, w->walk_ns);
+	WRITE_ONCE(h->generation, w->generation);
+	WRITE_ONCE(h->interp, w->interp);
+	barrier();
+	WRITE_ONCE(h->tstate, w->ts);
 }
 
 /* Step i of the walk over interpreters x threads. Returns 1 to stop. */
@@ -132,38 +144,58 @@ static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct 
 	return win_u64(s->code_window, a - lo);
 }
 
-/* A thread of process tgid exited: the hints of walks begun before now are void (its state
- * may be freed, its fsbase handed to a new thread). */
-static __always_inline void tstate_thread_exited(__u32 tgid)
+/* A new thread of process tgid, with this fsbase: a hint for its fsbase from a walk begun
+ * before now is another thread's. */
+static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
 {
-	struct tstate_fill *fl = bpf_map_lookup_elem(&tstate_fills, &tgid);
-	if (fl)
-		fl->exit_ns = bpf_ktime_get_ns();
-}
-
-/* The sampled thread's state from a hint, or 0: the hint must come from the last filling walk
- * of this process and entry generation, begun after the process's last thread exit, and its
- * state must still hold the thread's fsbase (and be active, where that is known). */
-static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
-					      __u64 fsbase, __u64 *frame0, __u64 *interp)
-{
-	struct tstate_fill *fl = bpf_map_lookup_elem(&tstate_fills, &tgid);
-	if (!fl)
-		return 0;
-	__u64 done_ns = fl->done_ns, exit_ns = fl->exit_ns;
+	if (!bpf_map_lookup_elem(&tstate_fills, &tgid))
+		return;
 	struct tstate_hint_key k = {};
 	k.thread_id = fsbase;
 	k.tgid = tgid;
-	struct tstate_hint *hp = bpf_map_lookup_elem(&tstate_hints, &k);
-	if (!hp)
+	__u64 now = bpf_ktime_get_ns();
+	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
+	if (h) {
+		WRITE_ONCE(h->void_ns, now);
+		return;
+	}
+	struct tstate_hint nh = {};
+	nh.void_ns = now;
+	if (bpf_map_update_elem(&tstate_hints, &k, &nh, BPF_NOEXIST)) {
+		h = bpf_map_lookup_elem(&tstate_hints, &k); /* a walk made it meanwhile */
+		if (h)
+			WRITE_ONCE(h->void_ns, now);
+	}
+}
+
+/* The sampled thread's state from a hint, or 0: the hint must come from the last walk that
+ * left hints in this process and entry generation, begun after the last thread with this
+ * fsbase was created, and its state must still hold the thread's fsbase (and be active,
+ * where that is known). */
+static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
+					      __u64 fsbase, __u64 *frame0, __u64 *interp)
+{
+	__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+	if (!done)
 		return 0;
-	struct tstate_hint h = *hp;
-	if (!h.tstate || h.generation != proc->generation || h.walk_ns != done_ns || exit_ns >= h.walk_ns)
+	__u64 done_ns = READ_ONCE(*done);
+	struct tstate_hint_key k = {};
+	k.thread_id = fsbase;
+	k.tgid = tgid;
+	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
+	if (!h)
 		return 0;
-	if (rd_tstate(&proc->off, s, h.tstate, frame0) != fsbase || !tstate_active(&proc->off, h.tstate))
+	__u64 ts = READ_ONCE(h->tstate);
+	barrier();
+	__u64 walk_ns = READ_ONCE(h->walk_ns), void_ns = READ_ONCE(h->void_ns);
+	__u32 generation = READ_ONCE(h->generation);
+	__u64 hinterp = READ_ONCE(h->interp);
+	if (!ts || generation != proc->generation || walk_ns != done_ns || void_ns >= walk_ns)
 		return 0;
-	*interp = h.interp;
-	return h.tstate;
+	if (rd_tstate(&proc->off, s, ts, frame0) != fsbase || !tstate_active(&proc->off, ts))
+		return 0;
+	*interp = hinterp;
+	return ts;
 }
 
 static long tstate_search_cb(__u32 i, void *ctx)
@@ -268,9 +300,9 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	w.tgid = tgid;
 	w.generation = proc->generation;
 	if (fill) {
-		struct tstate_fill zero_fill = {};
-		/* made before the list is read, so that on_exit can void this walk's hints */
-		bpf_map_update_elem(&tstate_fills, &tgid, &zero_fill, BPF_NOEXIST);
+		__u64 zero_ns = 0;
+		/* made before the list is read, so that on_fork voids hints from now on */
+		bpf_map_update_elem(&tstate_fills, &tgid, &zero_ns, BPF_NOEXIST);
 		w.walk_ns = now;
 	}
 	w.interp = rd_u64(proc->interp_head_addr);
@@ -284,9 +316,11 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	if (use_loop) {
 		bpf_loop(PBP_MAX_THREAD_WALK, tstate_search_cb, &w, 0);
 		if (w.hinted) {
-			struct tstate_fill *fl = bpf_map_lookup_elem(&tstate_fills, &tgid);
-			if (fl)
-				fl->done_ns = now;
+			/* the newest walk's hints win: a walk that began earlier and ends later
+			 * has had its hints overwritten by the newer one */
+			__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+			if (done && *done < now)
+				*done = now;
 		}
 	} else {
 		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
