@@ -5,7 +5,8 @@
 #       CPU here) and sleeps again, so the pool keeps cycling through all its threads: with
 #       1000 threads each runs every ~10 s, and most samples are of a thread that has slept
 #       since its last one.
-# spin: every thread runs all the time (they take turns at the GIL).
+# spin: every thread runs all the time (they take turns at the GIL), looking at the clock every
+#       millisecond of its CPU.
 # Every thread runs the same function (as a pool's threads do: only the thread differs, so the
 # cost measured is that of finding the thread, not of new stacks), under its own name (t-0 ..
 # t-N-1, in Python and for the OS). Prints "bursts TOTAL threads_run RAN" on stdout at the end.
@@ -55,10 +56,13 @@ def main():
 
     def spin_thread(k):
         set_os_thread_name("t-%d" % k)
-        while not stop.is_set():
-            spin(BURST_S)
+        # Each thread ends by itself at the deadline, 1 ms of its CPU at a time: with 1000
+        # threads at the GIL, the main thread waits minutes for its turn to set stop
+        while time.monotonic() < deadline:
+            spin(0.001)
             bursts[k] += 1
 
+    deadline = time.monotonic() + seconds
     body = {"pool": pool_thread, "spin": spin_thread}[pattern]
     ts = [threading.Thread(target=body, args=(k,), name="t-%d" % k) for k in range(n)]
     for t in ts:
