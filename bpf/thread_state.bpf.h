@@ -44,6 +44,7 @@ struct tstate_search {
  * looks for is not among them: a thread near the head of the list (the newest) is found by a
  * walk as cheaply as through a hint, so a pool starting its threads costs no fills. */
 #define HINT_AFTER 32
+#define FILL_GAP_NS 10000000ULL
 
 /* A hint for thread state w->ts, whose thread_id is thread_id. Two states with one thread_id in
  * one walk (a thread in several interpreters; before 3.12, a new thread's state before its
@@ -170,8 +171,9 @@ static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
 
 /* The sampled thread's state from a hint, or 0: the hint must come from the last walk that
  * left hints in this process and entry generation, begun after the last thread with this
- * fsbase was created, and its state must still hold the thread's fsbase (and be active,
- * where that is known). */
+ * fsbase was created, and its state must still hold the thread's fsbase. It need not be
+ * active (3.12+): the hint was the one state with this thread_id, which a walk would take too
+ * when none is active (a thread sampled while it waits for the GIL, or runs without it). */
 static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
 					      __u64 fsbase, __u64 *frame0, __u64 *interp)
 {
@@ -192,7 +194,7 @@ static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struc
 	__u64 hinterp = READ_ONCE(h->interp);
 	if (!ts || generation != proc->generation || walk_ns != done_ns || void_ns >= walk_ns)
 		return 0;
-	if (rd_tstate(&proc->off, s, ts, frame0) != fsbase || !tstate_active(&proc->off, ts))
+	if (rd_tstate(&proc->off, s, ts, frame0) != fsbase)
 		return 0;
 	*interp = hinterp;
 	return ts;
@@ -275,6 +277,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	/* A thread not known here yet: an earlier walk may have passed its state. Only with
 	 * bpf_loop: the bounded walk without it passes too few threads for hints to pay. */
 	int fill = 0;
+	__u64 *done = 0;
 	if (use_loop && !fallback && (!ce || ce->tstate)) {
 		ne.tstate = tstate_from_hint(proc, s, tgid, fsbase, frame0, &ne.interp);
 		if (ne.tstate) {
@@ -290,8 +293,12 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		 * it is not among the first HINT_AFTER states, this walk goes on to the end and
 		 * leaves hints for every state past them (a pool's threads are sampled for the
 		 * first time one after the other). A native thread's repeated walks (negative
-		 * entries expire) do not fill: they would find nothing new. */
-		fill = 1;
+		 * entries expire) do not fill: they would find nothing new. Nor does a walk within
+		 * FILL_GAP_NS of the last filling one: a process starting threads by the hundred
+		 * (each new one seen before the next fill) costs plain walks, at most one fill per
+		 * gap. */
+		done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+		fill = !done || now - READ_ONCE(*done) > FILL_GAP_NS;
 	}
 
 	struct tstate_search w = {};
@@ -318,7 +325,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		if (w.hinted) {
 			/* the newest walk's hints win: a walk that began earlier and ends later
 			 * has had its hints overwritten by the newer one */
-			__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+			done = bpf_map_lookup_elem(&tstate_fills, &tgid);
 			if (done && *done < now)
 				*done = now;
 		}
