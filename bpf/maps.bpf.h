@@ -55,6 +55,7 @@ struct tstate_entry {
 	__u64 tstate;   /* 0 = known to have none (negative entry) */
 	__u64 ts_ns;    /* when made (negative entry) or last checked active (positive) */
 	__u64 interp;   /* the PyInterpreterState the thread state is in */
+	__u64 start;    /* the task's start_time: a tid reused by a later thread is another key */
 	__u32 generation;
 	__u32 _pad;
 };
@@ -65,6 +66,50 @@ struct {
 	__type(key, __u64); /* pid_tgid */
 	__type(value, struct tstate_entry);
 } tstates SEC(".maps");
+
+/* Thread-state hints: every thread state a walk of a thread list passed, keyed by its thread_id
+ * (the fsbase of its thread), so that a thread sampled for the first time finds its state
+ * without walking the list again: in a pool of 1000 threads that run in turn, a walk (~1000
+ * pairs of reads) for each thread's first sample cost more than the rest of its samples
+ * together. A hint is only a candidate: it is used when still valid (see thread_state.bpf.h),
+ * checked like a tstates entry, and then becomes the thread's tstates entry. */
+struct tstate_hint_key {
+	__u64 thread_id;
+	__u32 tgid;
+	__u32 _pad;
+};
+
+/* Written in place by a walk in this order (walk_ns, generation, interp, then tstate) and read
+ * in the reverse one, so that a state read with a walk_ns belongs to that walk. */
+struct tstate_hint {
+	__u64 tstate;   /* 0: two thread states had this thread_id in one walk (ambiguous), or none yet */
+	__u64 interp;
+	__u64 walk_ns;  /* when the walk that wrote it began (its id) */
+	/* When the last thread with this fsbase was created (on_fork). A walk begun before then
+	 * may have read the state of an earlier thread with this fsbase (glibc hands an exited
+	 * thread's stack, and so its fsbase, to a new thread), freed since while its bytes,
+	 * thread_id included, still read as before. Never written by a walk. */
+	__u64 void_ns;
+	__u32 generation;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tstate_hint_key);
+	__type(value, struct tstate_hint);
+} tstate_hints SEC(".maps");
+
+/* Per process that has hints (host tgid): walk_ns of the last walk that finished leaving them.
+ * Only its hints count: one walk sees every state with a thread_id, so it alone can tell an
+ * ambiguous thread_id. Removed when the process exits. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} tstate_fills SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -157,6 +157,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	__u32 pid = BPF_CORE_READ(p, pid);
 	if (pid != tgid)
 		return 0;
+	bpf_map_delete_elem(&tstate_fills, &tgid);
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
 	emit_proc_event(PBP_EV_EXIT, tgid, 0);
@@ -171,6 +172,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	if (cpid != ctgid) { /* a new thread, not a new process */
 		offcpu_new_thread(ctgid, cpid);
+		tstate_new_thread(ctgid, BPF_CORE_READ(child, thread.fsbase));
 		return 0;
 	}
 	if (!(watch_flags & PBP_WATCH_EXEC))

@@ -22,7 +22,8 @@ static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64
 }
 
 /* A search of the interpreters' thread-state lists for the sampled thread's (its thread_id is
- * the thread's fsbase). */
+ * the thread's fsbase). A filling search (walk_ns set) goes on to the lists' end and leaves a
+ * hint for every thread state it passes. */
 struct tstate_search {
 	const struct pbp_py_offsets *off;
 	__u64 interp;
@@ -31,12 +32,56 @@ struct tstate_search {
 	__u64 found;
 	__u64 first;    /* first state with the thread's id, active or not */
 	__u64 found_interp, first_interp;
+	__u64 walk_ns;  /* a filling search: its hints' walk_ns; 0 = no hints */
+	__u32 tgid;
+	__u32 generation;
 	__u32 ninterp;
 	__u32 reason;
+	__u32 hinted;   /* hints were left */
 };
 
-/* One step of the walk over interpreters x threads. Returns 1 to stop. */
-static __always_inline int tstate_search_step(struct tstate_search *w)
+/* A filling search leaves hints only past this many thread states, and only when the thread it
+ * looks for is not among them: a thread near the head of the list (the newest) is found by a
+ * walk as cheaply as through a hint, so a pool starting its threads costs no fills. */
+#define HINT_AFTER 32
+#define FILL_GAP_NS 10000000ULL
+
+/* A hint for thread state w->ts, whose thread_id is thread_id. Two states with one thread_id in
+ * one walk (a thread in several interpreters; before 3.12, a new thread's state before its
+ * thread binds it holds its parent's thread_id) make the hint void: which one is whose is for
+ * the walk to say, with its active check and its order. An existing hint is rewritten in place,
+ * so its void_ns (on_fork's) is never lost. */
+static __always_inline void tstate_hint_put(struct tstate_search *w, __u64 thread_id)
+{
+	struct tstate_hint_key k = {};
+	k.thread_id = thread_id;
+	k.tgid = w->tgid;
+	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
+	if (!h) {
+		struct tstate_hint nh = {};
+		nh.tstate = w->ts;
+		nh.interp = w->interp;
+		nh.walk_ns = w->walk_ns;
+		nh.generation = w->generation;
+		if (!bpf_map_update_elem(&tstate_hints, &k, &nh, BPF_NOEXIST))
+			return;
+		h = bpf_map_lookup_elem(&tstate_hints, &k); /* on_fork made it meanwhile */
+		if (!h)
+			return;
+	}
+	if (READ_ONCE(h->walk_ns) == w->walk_ns) {
+		WRITE_ONCE(h->tstate, 0);
+		return;
+	}
+	WRITE_ONCE(h->walk_ns, w->walk_ns);
+	WRITE_ONCE(h->generation, w->generation);
+	WRITE_ONCE(h->interp, w->interp);
+	barrier();
+	WRITE_ONCE(h->tstate, w->ts);
+}
+
+/* Step i of the walk over interpreters x threads. Returns 1 to stop. */
+static __always_inline int tstate_search_step(struct tstate_search *w, __u32 i)
 {
 	const struct pbp_py_offsets *off = w->off;
 
@@ -53,7 +98,15 @@ static __always_inline int tstate_search_step(struct tstate_search *w)
 		w->ts = rd_u64(w->interp + off->interp_threads_head);
 		return 0;
 	}
-	if (rd_u64(w->ts + off->tstate_thread_id) == w->fsbase) {
+	__u64 thread_id = rd_u64(w->ts + off->tstate_thread_id);
+	/* i, not a count kept in w: the verifier knows nothing of i in bpf_loop's callback, so the
+	 * callback's states converge (a counter in w would be a new state at every step) */
+	int hinting = w->walk_ns && i > HINT_AFTER;
+	if (hinting && thread_id) { /* 0: a state not bound to its thread yet (3.12+) */
+		tstate_hint_put(w, thread_id);
+		w->hinted = 1;
+	}
+	if (thread_id == w->fsbase && !w->found) {
 		if (!w->first) {
 			w->first = w->ts;
 			w->first_interp = w->interp;
@@ -62,16 +115,12 @@ static __always_inline int tstate_search_step(struct tstate_search *w)
 			w->found = w->ts;
 			w->found_interp = w->interp;
 			w->reason = PBP_OK;
-			return 1;
+			if (!hinting)
+				return 1;
 		}
 	}
 	w->ts = rd_u64(w->ts + off->tstate_next);
 	return 0;
-}
-
-static long tstate_search_cb(__u32 i, void *ctx)
-{
-	return tstate_search_step((struct tstate_search *)ctx);
 }
 
 /* A thread state's thread_id and its frame field (frame, cframe or current_frame), in one
@@ -96,21 +145,85 @@ static __always_inline __u64 rd_tstate(const struct pbp_py_offsets *off, struct 
 	return win_u64(s->code_window, a - lo);
 }
 
+/* A new thread of process tgid, with this fsbase: a hint for its fsbase from a walk begun
+ * before now is another thread's. */
+static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
+{
+	if (!bpf_map_lookup_elem(&tstate_fills, &tgid))
+		return;
+	struct tstate_hint_key k = {};
+	k.thread_id = fsbase;
+	k.tgid = tgid;
+	__u64 now = bpf_ktime_get_ns();
+	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
+	if (h) {
+		WRITE_ONCE(h->void_ns, now);
+		return;
+	}
+	struct tstate_hint nh = {};
+	nh.void_ns = now;
+	if (bpf_map_update_elem(&tstate_hints, &k, &nh, BPF_NOEXIST)) {
+		h = bpf_map_lookup_elem(&tstate_hints, &k); /* a walk made it meanwhile */
+		if (h)
+			WRITE_ONCE(h->void_ns, now);
+	}
+}
+
+/* The sampled thread's state from a hint, or 0: the hint must come from the last walk that
+ * left hints in this process and entry generation, begun after the last thread with this
+ * fsbase was created, and its state must still hold the thread's fsbase. It need not be
+ * active (3.12+): the hint was the one state with this thread_id, which a walk would take too
+ * when none is active (a thread sampled while it waits for the GIL, or runs without it). */
+static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
+					      __u64 fsbase, __u64 *frame0, __u64 *interp)
+{
+	__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+	if (!done)
+		return 0;
+	__u64 done_ns = READ_ONCE(*done);
+	struct tstate_hint_key k = {};
+	k.thread_id = fsbase;
+	k.tgid = tgid;
+	struct tstate_hint *h = bpf_map_lookup_elem(&tstate_hints, &k);
+	if (!h)
+		return 0;
+	__u64 ts = READ_ONCE(h->tstate);
+	barrier();
+	__u64 walk_ns = READ_ONCE(h->walk_ns), void_ns = READ_ONCE(h->void_ns);
+	__u32 generation = READ_ONCE(h->generation);
+	__u64 hinterp = READ_ONCE(h->interp);
+	if (!ts || generation != proc->generation || walk_ns != done_ns || void_ns >= walk_ns)
+		return 0;
+	if (rd_tstate(&proc->off, s, ts, frame0) != fsbase)
+		return 0;
+	*interp = hinterp;
+	return ts;
+}
+
+static long tstate_search_cb(__u32 i, void *ctx)
+{
+	return tstate_search_step((struct tstate_search *)ctx, i);
+}
+
 /* Find the PyThreadState of the current task. Returns 0 and sets *reason on failure. On a
  * cache hit *frame0 gets the thread state's frame field and *have_frame0 is set. */
 static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scratch *s, __u64 pid_tgid,
 					 __u64 now, int use_loop, __u32 *reason, __u64 *frame0,
 					 int *have_frame0, __u64 *interp)
 {
-	__u64 fsbase;
+	__u64 fsbase, start;
 	if (use_loop) {
 		/* 5.17+ (bpf_loop), so 5.11+: a plain load from the BTF task, no probe read */
-		fsbase = bpf_get_current_task_btf()->thread.fsbase;
+		struct task_struct *task = bpf_get_current_task_btf();
+		fsbase = task->thread.fsbase;
+		start = task->start_time;
 	} else {
 		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 		fsbase = BPF_CORE_READ(task, thread.fsbase);
+		start = BPF_CORE_READ(task, start_time);
 	}
 	const struct pbp_py_offsets *off = &proc->off;
+	__u32 tgid = pid_tgid >> 32;
 
 	__u64 fallback = 0, fallback_interp = 0;
 	struct tstate_cache_entry *tc = &s->tstate_cache[(__u32)pid_tgid & (TSTATE_CACHE - 1)];
@@ -125,7 +238,10 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 			ce = &tc->e;
 		}
 	}
-	if (ce && ce->generation == proc->generation) {
+	/* An entry of an earlier thread with this tid (start) is none of this one's. */
+	if (ce && (ce->generation != proc->generation || ce->start != start))
+		ce = 0;
+	if (ce) {
 		if (ce->tstate) {
 			if (rd_tstate(off, s, ce->tstate, frame0) == fsbase) {
 				*have_frame0 = 1;
@@ -153,9 +269,49 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		}
 	}
 
+	struct tstate_entry ne = {};
+	ne.ts_ns = now;
+	ne.start = start;
+	ne.generation = proc->generation;
+
+	/* A thread not known here yet: an earlier walk may have passed its state. Only with
+	 * bpf_loop: the bounded walk without it passes too few threads for hints to pay. */
+	int fill = 0;
+	__u64 *done = 0;
+	if (use_loop && !fallback && (!ce || ce->tstate)) {
+		ne.tstate = tstate_from_hint(proc, s, tgid, fsbase, frame0, &ne.interp);
+		if (ne.tstate) {
+			*have_frame0 = 1;
+			*interp = ne.interp;
+			bpf_map_update_elem(&tstates, &pid_tgid, &ne, BPF_ANY);
+			tc->pid_tgid = pid_tgid;
+			tc->e = ne;
+			stat_add(PBP_STAT_TSTATE_HINT, 1);
+			return ne.tstate;
+		}
+		/* No hint: a thread newer than the last filling walk, or none valid any more. If
+		 * it is not among the first HINT_AFTER states, this walk goes on to the end and
+		 * leaves hints for every state past them (a pool's threads are sampled for the
+		 * first time one after the other). A native thread's repeated walks (negative
+		 * entries expire) do not fill: they would find nothing new. Nor does a walk within
+		 * FILL_GAP_NS of the last filling one: a process starting threads by the hundred
+		 * (each new one seen before the next fill) costs plain walks, at most one fill per
+		 * gap. */
+		done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+		fill = !done || now - READ_ONCE(*done) > FILL_GAP_NS;
+	}
+
 	struct tstate_search w = {};
 	w.off = off;
 	w.fsbase = fsbase;
+	w.tgid = tgid;
+	w.generation = proc->generation;
+	if (fill) {
+		__u64 zero_ns = 0;
+		/* made before the list is read, so that on_fork voids hints from now on */
+		bpf_map_update_elem(&tstate_fills, &tgid, &zero_ns, BPF_NOEXIST);
+		w.walk_ns = now;
+	}
 	w.interp = rd_u64(proc->interp_head_addr);
 	if (!w.interp) {
 		*reason = PBP_ERR_NO_INTERPRETER;
@@ -166,9 +322,16 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	stat_add(PBP_STAT_TSTATE_WALK, 1);
 	if (use_loop) {
 		bpf_loop(PBP_MAX_THREAD_WALK, tstate_search_cb, &w, 0);
+		if (w.hinted) {
+			/* the newest walk's hints win: a walk that began earlier and ends later
+			 * has had its hints overwritten by the newer one */
+			done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+			if (done && *done < now)
+				*done = now;
+		}
 	} else {
 		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
-			if (tstate_search_step(&w))
+			if (tstate_search_step(&w, i))
 				break;
 	}
 
@@ -178,12 +341,9 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		w.reason = PBP_OK;
 	}
 
-	struct tstate_entry ne = {};
 	ne.tstate = w.found;
 	ne.interp = w.found_interp;
 	*interp = w.found_interp;
-	ne.ts_ns = now;
-	ne.generation = proc->generation;
 	if (w.found || w.reason == PBP_ERR_NO_TSTATE) {
 		bpf_map_update_elem(&tstates, &pid_tgid, &ne, BPF_ANY);
 		tc->pid_tgid = pid_tgid;

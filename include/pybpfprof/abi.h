@@ -352,6 +352,7 @@ struct pbp_event {
 	X(RINGBUF_DROP, "ringbuf_drop")         /* ring buffer full: sample lost */ \
 	X(TSTATE_CACHE_HIT, "tstate_cache_hit") \
 	X(TSTATE_WALK, "tstate_walk")           /* thread state found by walking the thread list */ \
+	X(TSTATE_HINT, "tstate_hint")           /* a thread's first thread state from an earlier walk's hint */ \
 	X(TRUNCATED, "truncated") \
 	X(STACK_NEW, "stack_new")               /* stack ids inserted into the stacks map */ \
 	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
