@@ -11,7 +11,8 @@ static __always_inline __u32 code_cache_slot(__u64 code)
 	return (__u32)((code * 0x9E3779B97F4A7C15ULL) >> 56) & (CODE_CACHE_SLOTS - 1);
 }
 
-/* A walk in progress: the pointers it works with (on the stack only) and its state. */
+/* A walk in progress: the pointers it works with (on the stack only) and its state (the
+ * walk with bpf_loop keeps it here; the one without keeps it in the scratch map). */
 struct frame_walk {
 	const struct pbp_proc *proc;
 	struct scratch *s;
@@ -128,12 +129,26 @@ static __always_inline void frame_walk_stale(struct scratch *s)
 	s->cframe_check.stale |= s->cframe_check.pending;
 }
 
-/* One frame. Returns 1 to stop. */
-static __always_inline int frame_walk_step(struct frame_walk *w)
+/* --native, 3.12+: a shim frame follows the entry frame of its eval-loop call, the last one
+ * stored: mark it, and fold the mark into the stack id (the frame was hashed before it was known
+ * to be an entry frame; the same frames entered differently are different stacks). */
+static __always_inline void native_mark_entry(struct scratch *s, struct walk_state *st)
+{
+	__u32 d = st->depth;
+	if (!d || d > PBP_MAX_DEPTH)
+		return;
+	struct pbp_frame *f = &s->stack.frames[(d - 1) & (PBP_MAX_DEPTH - 1)];
+	if (f->instr == PBP_INSTR_UNKNOWN || (f->instr & PBP_INSTR_ENTRY))
+		return;
+	f->instr |= PBP_INSTR_ENTRY;
+	st->hash = pbp_mix64(st->hash ^ 0x454e545259ULL ^ d);
+}
+
+/* One frame of walk w, whose state is st. Returns 1 to stop. */
+static __always_inline int frame_walk_step(struct frame_walk *w, struct walk_state *st)
 {
 	const struct pbp_py_offsets *off = &w->proc->off;
 	struct scratch *s = w->s;
-	struct walk_state *st = &w->st;
 	__u32 len;
 
 	if (!st->frame) { /* the chain's end: before its first entry frame, a stale cframe */
@@ -178,11 +193,19 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		s->cframe_check.pending = 0;
 	}
 
+	int entry = 0; /* --native: this frame is an eval-loop call's first */
 	if (off->frame_owner != PBP_OFF_NONE) {
 		__u8 owner = win_u8(frame_win, off->frame_owner);
+		if (native_capture && (w->proc->flags & PBP_PROC_NATIVE) &&
+		    off->native_entry == PBP_NATIVE_ENTRY_SHIM && owner == off->native_shim_owner)
+			native_mark_entry(s, st);
 		if (owner < 32 && (off->skip_owner_mask & (1u << owner)))
 			return 0; /* C-stack / shim frame: not Python */
 	}
+	if (native_capture && (w->proc->flags & PBP_PROC_NATIVE) &&
+	    off->native_entry == PBP_NATIVE_ENTRY_FLAG &&
+	    win_u8(frame_win, off->frame_entry_off) == off->frame_entry_val)
+		entry = 1;
 	__u64 code = win_u64(frame_win, off->frame_code) & ~(__u64)off->executable_tag_mask;
 	if (!code)
 		return 0;
@@ -255,7 +278,7 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
 		return 1;
 	struct pbp_frame *f = &s->stack.frames[d & (PBP_MAX_DEPTH - 1)];
 	f->code = code;
-	f->instr = instr;
+	f->instr = entry && instr != PBP_INSTR_UNKNOWN ? instr | PBP_INSTR_ENTRY : instr;
 	f->csum = csum;
 	st->hash = pbp_stack_hash_step(st->hash, f);
 	st->depth = d + 1;
@@ -266,7 +289,8 @@ static __always_inline int frame_walk_step(struct frame_walk *w)
  * verifier take 0.7 s longer at every start. */
 static long frame_walk_cb(__u32 i, void *ctx)
 {
-	return frame_walk_step((struct frame_walk *)ctx);
+	struct frame_walk *w = ctx;
+	return frame_walk_step(w, &w->st);
 }
 
 #endif /* __PYBPFPROF_FRAME_WALK_BPF_H__ */

@@ -28,6 +28,10 @@ volatile __u64 min_block_ns = 1000000;
 volatile __u32 offcpu_epoch = 1;
 /* --mode wall: at most one stack walk per thread per this much wall time (see offcpu.bpf.h). */
 const volatile __u64 offcpu_walk_budget_ns = 100000;
+/* --native: the program may capture machine state (bpf/native.bpf.h) for the processes marked
+ * PBP_PROC_NATIVE. Set only on kernels with bpf_task_pt_regs (5.15+): off, the verifier drops
+ * the capture code, helper call included. */
+const volatile __u32 native_capture = 0;
 /* No sampling period here: an on-CPU sample's weight is its perf event's period
  * (ctx->sample_period), so userspace changes the rate by reopening the perf events alone, and
  * a record keeps the period it was made with. */
@@ -279,6 +283,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct offcpu_cpu);
 } offcpu_cpu_map SEC(".maps");
+
+/* --native: the machine-state record being made (per CPU; too big for the BPF stack). The slack
+ * lets the verifier see that a page read at any offset the mask allows stays in the value. */
+struct native_scratch {
+	struct pbp_native_event ev;
+	__u8 slack[PBP_NATIVE_PAGE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct native_scratch);
+} native_scratch SEC(".maps");
 
 /* The set of code objects the consumer has been shown (see emit.bpf.h). */
 #define SHOWN_SLOTS 2048 /* 2-way: slots 2n and 2n+1; 16 KiB (a per-CPU value is at most 32 KiB) */

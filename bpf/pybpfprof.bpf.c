@@ -26,6 +26,7 @@
  *   emit.bpf.h          records, the stack store, and when a new stack wakes the consumer
  *   sample.bpf.h        one sample of the current thread: thread state, walk, emit (both samplers)
  *   offcpu.bpf.h        --mode wall: off-CPU intervals from the scheduler
+ *   native.bpf.h        --native: registers and stack copies for userspace to unwind
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,6 +36,7 @@
 #include "maps.bpf.h"
 #include "sample.bpf.h"
 #include "offcpu.bpf.h"
+#include "native.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -71,6 +73,9 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->gil = PBP_GIL_NA;
 	si->wait = PBP_WAIT_NONE;
 	si->async_task = 0;
+	/* --native (bpf_loop kernels only: bpf_task_pt_regs is 5.15+): the machine state first */
+	if (native_capture && use_loop && (proc->flags & PBP_PROC_NATIVE))
+		native_capture_sample(ctx, si);
 	return walk_and_emit(ctx, &nolp_progs, s, proc, pid_tgid, now, use_loop);
 }
 

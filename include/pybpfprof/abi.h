@@ -21,14 +21,13 @@
 /* Deepest Python stack captured whole (CPython's default recursion limit is 1000). */
 #define PBP_MAX_DEPTH 1024
 /* Without bpf_loop (kernels 5.8 .. 5.16) the frame walk runs nolp_chunk frames per
- * program run (at most PBP_NOLP_CHUNK; the verifier's cost grows steeply with it, so
- * userspace retries with PBP_NOLP_CHUNK_SMALL if a kernel refuses) and continues through
- * tail calls: PBP_NOLP_RUNS runs, within the kernel's limit of 33. 4, not 8: 5.10's verifier
- * gives up on 8 frames a run (E2BIG after 1M instructions), and reaching that verdict cost
- * every start seconds (4.5 min under TCG in tools/vmtest, twice: with and without the
- * scheduler programs) before the retry with 4. */
-#define PBP_NOLP_CHUNK 4
-#define PBP_NOLP_CHUNK_SMALL 2
+ * program run (at most PBP_NOLP_CHUNK; userspace retries with PBP_NOLP_CHUNK_SMALL if a
+ * kernel refuses) and continues through tail calls: PBP_NOLP_RUNS runs, within the kernel's
+ * limit of 33. The walk's state stays in the scratch map between steps (bpf/sample.bpf.h),
+ * so the verifier's cost grows linearly with the chunk: walk_nolp on 5.10 verifies 8 frames
+ * a run in 36k instructions (it was 1M and refused with the state on the stack). */
+#define PBP_NOLP_CHUNK 8
+#define PBP_NOLP_CHUNK_SMALL 4
 #define PBP_NOLP_RUNS 32
 #define PBP_MAX_DEPTH_NO_LOOP (PBP_NOLP_CHUNK * PBP_NOLP_RUNS)
 /* Bounds for the thread-state search (interpreters x threads). */
@@ -55,6 +54,15 @@ enum pbp_instr_kind {
 };
 
 #define PBP_OFF_NONE 0xffff
+
+/* How an eval-loop call's first (entry) frame is told, for --native. */
+enum pbp_native_entry {
+	PBP_NATIVE_ENTRY_ONE = 0,   /* <= 3.10: one frame per _PyEval_EvalFrameDefault call, no mark */
+	PBP_NATIVE_ENTRY_FLAG = 1,  /* 3.11: the byte at frame_entry_off equals frame_entry_val (is_entry) */
+	/* 3.12+: each call pushes a shim frame (owner native_shim_owner, at frame_owner) below its
+	 * first frame: the frame walked just before a shim is the entry frame */
+	PBP_NATIVE_ENTRY_SHIM = 2,
+};
 
 /* Where a process's GIL (struct _gil_runtime_state) is. */
 enum pbp_gil_where {
@@ -132,7 +140,9 @@ struct pbp_py_offsets {
 	__u16 cframe_previous;    /* _PyCFrame.previous */
 	__u16 frame_entry_off;    /* the byte marking an entry frame: is_entry (3.11), owner (3.12) */
 	__u8 frame_entry_val;     /* its value in an entry frame: 1 (true), 3 (FRAME_OWNED_BY_CSTACK) */
-	__u8 _pad0;
+	/* --native: how the walk tells the first frame of each eval-loop call (enum
+	 * pbp_native_entry), so each native _PyEval_EvalFrameDefault frame gets its frames. */
+	__u8 native_entry;
 	/* PyThreadState.root_cframe: the one cframe that settled has neither a frame nor a
 	 * previous cframe. Any other (a _PyEval_EvalFrameDefault call's, on the C stack) has
 	 * both; in the window above both may still read NULL, which is not "no Python frame". */
@@ -151,7 +161,7 @@ struct pbp_py_offsets {
 	 * state; a thread switched out in a futex on an address inside the struct waits for it
 	 * (take_gil sleeps on its cond and mutex). */
 	__u8 gil_where;           /* enum pbp_gil_where */
-	__u8 _pad2;
+	__u8 native_shim_owner;   /* PBP_NATIVE_ENTRY_SHIM: the owner value of the eval loop's shim frame */
 	__u16 interp_gil_ptr;     /* PyInterpreterState.ceval.gil (PBP_GIL_WHERE_INTERP), else PBP_OFF_NONE */
 	__u16 gil_locked;         /* int locked (-1 before the GIL is created) */
 	__u16 gil_last_holder;    /* PyThreadState *last_holder */
@@ -183,6 +193,10 @@ struct pbp_proc {
 };
 /* --mode wall: the process's threads are tracked off CPU (the scheduler programs). */
 #define PBP_PROC_WALL (1u << 0)
+/* --native: each on-CPU sample also sends a pbp_native_event (registers, a copy of the user
+ * stack, the kernel stack), and the walk marks entry frames (PBP_INSTR_ENTRY). Only where the
+ * program was loaded with native capture (a load-time knob); elsewhere ignored. */
+#define PBP_PROC_NATIVE (1u << 1)
 
 /* ---- stacks ------------------------------------------------------------------ */
 
@@ -192,6 +206,11 @@ struct pbp_frame {
 	__u32 csum;               /* pbp_code_csum() of the code object at sample time */
 };
 #define PBP_INSTR_UNKNOWN 0xffffffffu
+/* --native (PBP_PROC_NATIVE), 3.11+: set in instr on a frame the eval loop was entered with (its
+ * C _PyEval_EvalFrameDefault call's first frame: is_entry on 3.11, the frame after a
+ * FRAME_OWNED_BY_CSTACK one on 3.12+), so userspace can give each native eval-loop frame its
+ * block of Python frames. Instruction offsets never reach it; cleared before symbolizing. */
+#define PBP_INSTR_ENTRY (1u << 30)
 
 /* Value of the stacks map; frames[0] is the innermost (leaf) frame. */
 struct pbp_stack {
@@ -211,6 +230,9 @@ enum pbp_event_type {
 	 * Its record comes at the thread's switch-in, maybe much later: its code objects are to be
 	 * read now, while they live. Not a sample. */
 	PBP_EV_STACK = 5,
+	/* --native: the machine state of the on-CPU sample whose record comes next from this CPU
+	 * (same ts_ns and tid): a struct pbp_native_event, of variable length. */
+	PBP_EV_NATIVE = 6,
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack:
@@ -343,6 +365,38 @@ struct pbp_event {
 	__u64 async_task;
 };                            /* 72 bytes */
 
+/* ---- native stacks (--native) -------------------------------------------------- */
+
+/* Bytes of the user stack copied from sp upwards: enough for ~20 native frames of CPython's
+ * eval loop and C extensions (_PyEval_EvalFrameDefault's frame is ~200 bytes, a
+ * PyObject_Call chain ~100 each) plus libc's; deeper stacks end in an incomplete native part.
+ * A power of two (masks bound the reads for the verifier). */
+#define PBP_NATIVE_USTACK 16384
+#define PBP_NATIVE_PAGE 4096
+/* Kernel frames kept (bpf_get_stack), innermost first. */
+#define PBP_NATIVE_KSTACK 64
+
+#define PBP_NATIVE_F_KERNEL (1u << 0)   /* the sample hit kernel mode: user registers from pt_regs */
+#define PBP_NATIVE_F_NO_REGS (1u << 1)  /* no user registers (a kernel thread, or unreadable) */
+#define PBP_NATIVE_F_SHORT (1u << 2)    /* the copy ends before PBP_NATIVE_USTACK: the stack's mapping does */
+
+/* Sent with bpf_ringbuf_output, only offsetof(ustack) + ustack_len bytes of it. The first
+ * fields match pbp_event's (ts_ns, type, pid, tid, cpu) so a reader dispatches on type. */
+struct pbp_native_event {
+	__u64 ts_ns;              /* == the sample record's ts_ns */
+	__u32 type;               /* PBP_EV_NATIVE */
+	__u32 pid;                /* host tgid */
+	__u32 tid;                /* host tid */
+	__u32 cpu;
+	__u64 ip, sp, bp;         /* user registers at the sample (or at kernel entry) */
+	__u32 ustack_len;         /* bytes of ustack valid: the user stack at [sp, sp + ustack_len) */
+	__u16 kdepth;             /* kernel frames in kstack */
+	__u16 flags;              /* PBP_NATIVE_F_* */
+	__u64 kstack[PBP_NATIVE_KSTACK]; /* kernel return addresses, innermost first */
+	__u8 ustack[PBP_NATIVE_USTACK];
+};
+#define PBP_NATIVE_HEADER_BYTES (56 + 8 * PBP_NATIVE_KSTACK)
+
 /* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
 
 /* X(NAME, label), in index order from 0; the labels are what debug output prints. */
@@ -361,7 +415,9 @@ struct pbp_event {
 	X(OFFCPU_FULL, "offcpu_full")           /* wall: a new thread of a target not tracked, the offcpu map full */ \
 	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
-	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */
+	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
+	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
+	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

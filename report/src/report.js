@@ -46,6 +46,11 @@
   const fnName = D.fn.name, fnFileIdx = D.fn.file, fnLine = D.fn.line;
   const F = fnName.length;
   const fnFile = i => D.files[fnFileIdx[i]] || '';
+  // --native: each function's kind (0 Python, 1 native, 2 kernel) and library; absent in a
+  // profile of Python frames only.
+  const fnKind = D.fn.kind || null, fnLibIdx = D.fn.lib || null;
+  const fnLib = i => (fnLibIdx ? D.files[fnLibIdx[i]] || '' : '');
+  const hasKind = k => !!fnKind && fnKind.some(x => x === k);
 
   const N = D.nodes.n;
   const nodeParent = new Int32Array(N), nodeFunc = new Int32Array(N), nodeLine = new Int32Array(N);
@@ -199,15 +204,30 @@
     }
   }
   const threadLabel = t => `${t.name || 'thread'} (tid ${t.tid})`;
-  const fnLocation = (f, line) => {
+  const fnSource = (f, line) => {
     const file = fnFile(f);
-    if (!file) return '';
     const l = line || fnLine[f];
-    return l ? `${file}:${l}` : file;
+    return !file ? '' : l ? `${file}:${l}` : file;
+  };
+  // A native or kernel function: its library, then its source when known.
+  const fnLocation = (f, line) => {
+    const at = fnSource(f, line), lib = fnLib(f);
+    return lib ? (at ? `${lib} (${at})` : lib) : at;
+  };
+  // The same, short, for a table cell: "libc.so.6", "_ext.so (…/ext/ext.c:7)", "…/app/main.py:12".
+  const fnShortLocation = (f, line) => {
+    const at = fnSource(f, line), lib = fnLib(f);
+    return lib ? lib.split('/').pop() + (at ? ` (${shortPath(at)})` : '') : shortPath(at);
   };
 
   // ---- state ------------------------------------------------------------------------
-  const state = { range: null, pod: -1, proc: -1, thread: -1, prefix: -1, search: '', inverted: false, perProcess: true, sortKey: 'self', sortDesc: true };
+  const state = { range: null, pod: -1, proc: -1, thread: -1, prefix: -1, search: '', inverted: false, perProcess: true, sortKey: 'self', sortDesc: true,
+    hideNative: false, hideKernel: false };
+  // A function hidden by "Hide native frames" / "Hide kernel frames": left out of the flame
+  // graph and the top table, its time going to its nearest shown caller.
+  const isHidden = f => f >= 0 && !!fnKind && ((state.hideNative && fnKind[f] === 1) || (state.hideKernel && fnKind[f] === 2));
+  // The node itself, or its nearest ancestor whose function is shown (0, the root, if none).
+  const shownNode = n => { while (n > 0 && isHidden(nodeFunc[n])) n = nodeParent[n]; return n; };
   let current = null;  // the last computed scope
 
   function scopeThreads() {
@@ -305,7 +325,11 @@
       let a = n;
       while (!dm.has(a)) { chain.push(a); a = nodeParent[a]; }
       let d = dm.get(a);
-      while (chain.length) { const x = chain.pop(); d = childOf(d, nodeFunc[x]); dm.set(x, d); }
+      while (chain.length) {
+        const x = chain.pop();
+        if (!isHidden(nodeFunc[x])) d = childOf(d, nodeFunc[x]);  // a hidden frame's callees hang from its caller
+        dm.set(x, d);
+      }
       d.value += count;
     }
     return root;
@@ -346,7 +370,7 @@
     const root = newDisp('all', -1);
     for (const [n, count] of leaves) {
       let d = root;
-      for (let a = n; a > 0; a = nodeParent[a]) d = childOf(d, nodeFunc[a]);
+      for (let a = n; a > 0; a = nodeParent[a]) if (!isHidden(nodeFunc[a])) d = childOf(d, nodeFunc[a]);
       d.value += count;
     }
     return root;
@@ -384,6 +408,12 @@
   const isWaitLeaf = name => WAIT_LEAVES.has(name);
   // The process level and the collapsed runs are not code: drawn in neutral colours.
   const PROC_COLOR = '#c5ccd6', COLLAPSED_COLOR = '#d8cfe8';
+  // --native: native frames in aqua (flamegraph.pl's colour for C code), kernel frames in
+  // green, each function its own shade; Python frames keep d3-flame-graph's warm palette
+  // (which has the oranges flamegraph.pl gives the kernel, so the kernel is green here).
+  const shade = (f, lo, hi) => lo + ((f * 2654435761) >>> 0) % 1000 / 1000 * (hi - lo);
+  const kindColor = f => (fnKind[f] === 1 ? `hsl(185, 50%, ${shade(f, 55, 70).toFixed(1)}%)`
+    : `hsl(95, 50%, ${shade(f, 48, 62).toFixed(1)}%)`);
 
   let chart = null;
   const flameEl = document.getElementById('flame');
@@ -428,7 +458,8 @@
         .label(flameLabel)
         .setColorMapper((d, color) => (d.highlight && (d.data.collapsed || d.data.proc !== undefined) ? OFF_CPU_HL
           : d.data.collapsed ? COLLAPSED_COLOR : d.data.proc !== undefined ? PROC_COLOR
-            : isWaitLeaf(d.data.name) ? (d.highlight ? OFF_CPU_HL : OFF_CPU_COLOR) : color))
+            : isWaitLeaf(d.data.name) ? (d.highlight ? OFF_CPU_HL : OFF_CPU_COLOR)
+              : !d.highlight && fnKind && d.data.fid >= 0 && fnKind[d.data.fid] ? kindColor(d.data.fid) : color))
         .setSearchMatch(searchMatch)
         .onClick(d => {
           if (!d.data.collapsed) return;
@@ -456,7 +487,8 @@
   function renderTop() {
     const self = new Float64Array(F), total = new Float64Array(F), stamp = new Int32Array(F).fill(-1);
     const lineSelf = new Map();  // f -> Map(line -> count)
-    current.leaves.forEach(([n, c], i) => {
+    current.leaves.forEach(([leaf, c], i) => {
+      const n = shownNode(leaf);
       const f = nodeFunc[n];
       if (f >= 0) {
         self[f] += c;
@@ -468,7 +500,7 @@
       }
       for (let a = n; a > 0; a = nodeParent[a]) {
         const g = nodeFunc[a];
-        if (stamp[g] !== i) { stamp[g] = i; total[g] += c; }
+        if (stamp[g] !== i && !isHidden(g)) { stamp[g] = i; total[g] += c; }
       }
     });
     const rows = [];
@@ -476,7 +508,7 @@
       let line = 0, best = 0;
       const m = lineSelf.get(f);
       if (m) for (const [l, c] of m) if (c > best) { best = c; line = l; }
-      rows.push({ f, name: fnName[f], loc: fnLocation(f, line), self: self[f], total: total[f] });
+      rows.push({ f, name: fnName[f], loc: fnLocation(f, line), short: fnShortLocation(f, line), self: self[f], total: total[f] });
     }
     const k = state.sortKey, dir = state.sortDesc ? -1 : 1;
     rows.sort((a, b) => {
@@ -501,7 +533,7 @@
         el('td', { class: 'fn', text: r.name }),
         el('td', { class: 'num', text: `${fmtSec(r.self * unitS)} ${T ? fmtPct(100 * r.self / T) : ''}` }),
         el('td', { class: 'num', text: `${fmtSec(r.total * unitS)} ${T ? fmtPct(100 * r.total / T) : ''}` }),
-        el('td', { class: 'loc', text: shortPath(r.loc), title: r.loc })));
+        el('td', { class: 'loc', text: r.short, title: r.loc })));
     }
     if (rows.length === 0) body.append(el('tr', null, el('td', { colspan: 4, class: 'muted', text: 'No samples in this selection.' })));
     if (rows.length > TOP_ROWS) body.append(el('tr', null, el('td', { colspan: 4, class: 'muted', text: `… and ${rows.length - TOP_ROWS} more functions` })));
@@ -1233,6 +1265,13 @@
     box.parentElement.hidden = withSamples < 2;
     box.addEventListener('change', e => { state.perProcess = e.target.checked; renderFlame(); });
   }
+  // Hide native / kernel frames: offered when the profile has them.
+  for (const [kind, id, key] of [[1, 'hide-native', 'hideNative'], [2, 'hide-kernel', 'hideKernel']]) {
+    const box = document.getElementById(id);
+    box.parentElement.hidden = !hasKind(kind);
+    box.addEventListener('change', e => { state[key] = e.target.checked; renderFlame(); renderTop(); });
+  }
+  document.getElementById('kind-legend').hidden = !hasKind(1) && !hasKind(2);
   document.getElementById('reset-zoom').addEventListener('click', () => chart && chart.resetZoom());
   document.getElementById('reset-all').addEventListener('click', () => {
     state.range = null; state.pod = -1; state.proc = -1; state.thread = -1; state.prefix = -1;

@@ -43,6 +43,8 @@ grep -q '^COPY --from=build /build/pybpfprof /usr/local/bin/pybpfprof$' "$df" ||
 grep -q 'tools/build pybpfprof pybpfprof-py-spy' "$df" || say "the build stage must build pybpfprof-py-spy too"
 grep -q '^COPY --from=build /build/pybpfprof-py-spy /usr/local/bin/pybpfprof-py-spy$' "$df" ||
   say "the runtime stage must copy pybpfprof-py-spy to /usr/local/bin/pybpfprof-py-spy"
+# The binaries are built unless asked otherwise (BINARIES=prebuilt, for builds with no registry).
+grep -q '^ARG BINARIES=build$' "$df" || say "the build stage must build the binaries by default (ARG BINARIES=build)"
 # The default command: ENTRYPOINT + CMD (exec form) must be pybpfprof agent.
 entry=$(sed -n 's/^ENTRYPOINT \[\(.*\)\]$/\1/p' "$df" | tail -1)
 cmd=$(sed -n 's/^CMD \[\(.*\)\]$/\1/p' "$df" | tail -1)

@@ -507,6 +507,25 @@ TEST_F(BadInput, LaunchedCommandWithoutPythonWritesNothing) {
     EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// --mode wall on a kernel that refuses the scheduler programs (none of the kernels here does:
+// PYBPFPROF_FORCE_NO_WALL leaves them out as such a kernel would): one line naming the kernel,
+// the reason and the way out, exit 1, no file, and the command never started.
+TEST_F(BadInput, WallModeOnAKernelThatRefusesItSaysSoAndRunsNothing) {
+    const std::string out = dir + "/wall.json", marker = dir + "/started";
+    auto r = run({"env", "PYBPFPROF_FORCE_NO_WALL=1", pybpfprof_bin(), "--mode", "wall", "-q", "-o", out, "--",
+                  host_python().argv[0], "-c", "open('" + marker + "', 'w').close()"});
+    expect_one_line_error(r, 1, "--mode wall is not available on kernel ");
+    EXPECT_NE(r.err.find("PYBPFPROF_FORCE_NO_WALL"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("or --mode cpu"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(marker)) << "the command was started";
+    // The same environment in cpu mode profiles as usual.
+    auto ok = run({"env", "PYBPFPROF_FORCE_NO_WALL=1", pybpfprof_bin(), "-q", "-o", out, "--", host_python().argv[0],
+                   "-c", "open('" + marker + "', 'w').close()"});
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    EXPECT_TRUE(std::filesystem::exists(marker));
+}
+
 TEST_F(BadInput, Python2IsRefusedAsPython2) {
     const std::string py2 = "/root/.pyenv/versions/2.7.18/bin/python2.7";
     PBP_REQUIRE(std::filesystem::exists(py2), "pyenv's 2.7.18 is not installed");

@@ -75,9 +75,10 @@ struct Events {
     }
 };
 
-// Does a BPF link held by this process run a program called name? The kernel's view: the
-// link fds in /proc/self/fdinfo give their programs' ids, and each program's info its name.
-bool linked(const std::string& name) {
+// Does a BPF link held by this process run a program called name (links_only), or does this
+// process hold a loaded program of that name at all? The kernel's view: the link and program
+// fds in /proc/self/fdinfo give the programs' ids, and each program's info its name.
+bool held(const std::string& name, bool links_only) {
     DIR* d = opendir("/proc/self/fdinfo");
     if (!d) return false;
     std::set<uint32_t> prog_ids;
@@ -90,7 +91,7 @@ bool linked(const std::string& name) {
             if (line.rfind("link_type:", 0) == 0) link = true;
             if (line.rfind("prog_id:", 0) == 0) prog_id = static_cast<uint32_t>(std::stoul(line.substr(8)));
         }
-        if (link && prog_id) prog_ids.insert(prog_id);
+        if ((link || !links_only) && prog_id) prog_ids.insert(prog_id);
     }
     closedir(d);
     for (uint32_t id : prog_ids) {
@@ -104,6 +105,9 @@ bool linked(const std::string& name) {
     }
     return false;
 }
+
+bool linked(const std::string& name) { return held(name, true); }
+bool loaded(const std::string& name) { return held(name, false); }
 
 class WallMechanismP : public ::testing::TestWithParam<bool> {  // param: force the no-bpf_loop walk
 protected:
@@ -344,6 +348,34 @@ TEST(WallMechanism, AttachedOnlyWhileAWallSessionLives) {
     poll_for(*engine, 0.3);
     Profile cp = engine->stop(c);
     EXPECT_EQ(cp.total_weight_ns(SampleKind::OffCpu), 0u) << "a cpu session keeps no off-CPU sample";
+}
+
+// A front-end that will never ask for --mode wall (the CLI in cpu mode) starts an engine
+// without the scheduler programs: the kernel does not verify them (most of the start-up
+// time), and a wall session on that engine is refused with the reason.
+TEST(WallMechanism, CpuOnlyEngineLoadsNoSchedulerProgram) {
+    PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    EngineConfig ec;
+    ec.wall_sessions = false;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    EXPECT_TRUE(loaded(engine->uses_bpf_loop() ? "on_sample" : "on_sample_nolp")) << "the check sees this process's programs";
+    EXPECT_FALSE(loaded("on_switch"));
+    EXPECT_FALSE(loaded("on_switch_nolp"));
+    auto py = python("import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n");
+    ASSERT_EQ(py.read_lines(1, 30).size(), 1u) << py.err();
+    SessionConfig wall;
+    wall.targets.pids = {py.pid()};
+    wall.mode = ProfileMode::Wall;
+    EXPECT_EQ(engine->subscribe(wall, nullptr, st), nullptr);
+    EXPECT_NE(st.message.find("cpu-mode sessions only"), std::string::npos) << st.message;
+    SessionConfig cpu = wall;
+    cpu.mode = ProfileMode::Cpu;
+    Session* c = engine->subscribe(cpu, nullptr, st);
+    ASSERT_TRUE(c) << "a cpu session still works: " << st.message;
+    poll_for(*engine, 0.3);
+    engine->stop(c);
 }
 
 }  // namespace

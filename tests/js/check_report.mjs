@@ -40,7 +40,10 @@
 //            "flame_bounded": {"max_height": px, "collapsed_at_least": N} (the box is bounded, the
 //                       tables start within a screen, a collapsed run of >= N frames expands),
 //            "timeline": {"min_rows": N, "groups": N, "thread_names": {"tid": "name"}},
-//            "process_level": {"pid": units} (the flame graph's first level, one node per process)}
+//            "process_level": {"pid": units} (the flame graph's first level, one node per process),
+//            "kinds": {"native": [names], "kernel": [names], "python": [names] (drawn in their kind's
+//                      colour), "hide_native"/"hide_kernel"/"hide_both": {"name": self units}
+//                      (with those frames hidden), "top_loc": {"name": "File:line text"}}}
 //   With CPU/memory readings it always checks that the charts' x scales equal the timeline's
 //   domain and their plot areas' left/right edges are within 2 px of the timeline's.
 // Prints "ok FILE: ..." or "FAIL FILE: ..."; exits 1 on failure, 2 on usage/environment errors.
@@ -613,6 +616,73 @@ async function main() {
     for (const [pid, v] of Object.entries(want))
       if (got[pid] !== v) fail(`process ${pid} in the flame graph totals ${got[pid]}, want ${v}`);
     info.push(`flame graph process level: ${level.map(l => `${l.pid}=${l.value}`).join(', ')}`);
+  }
+
+  // --native frames (expect.kinds): each kind has its colour (native aqua hsl(185, ...),
+  // kernel green hsl(95, ...), Python neither), and "Hide native frames" / "Hide kernel
+  // frames" take those frames out of the flame graph and the top table, their time going to
+  // their caller: the self time of the named functions becomes what hide_native / hide_kernel
+  // / hide_both say (in units), the total stays; unticked, every frame is back.
+  if (expect.kinds) {
+    const k = expect.kinds;
+    const flame = () => page.evaluate(() => {
+      const by = {};
+      let self = 0;
+      for (const g of document.querySelectorAll('#flame svg g.frame')) {
+        const d = g.__data__;
+        if (!d || !(d.data.fid >= 0)) continue;
+        const name = d.data.name;
+        const e = by[name] || (by[name] = { self: 0, fills: [] });
+        e.self += d.data.value;
+        self += d.data.value;
+        e.fills.push(g.querySelector('rect').getAttribute('fill') || '');
+      }
+      return { by, self };
+    });
+    const rows = () => page.evaluate(() => [...document.querySelectorAll('#top-table tbody tr[data-fn]')].map(r => r.dataset.fn));
+    const before = await flame();
+    const colour = { native: /^hsl\(185,/, kernel: /^hsl\(95,/ };
+    for (const [kind, names] of [['native', k.native || []], ['kernel', k.kernel || []], ['python', k.python || []]])
+      for (const n of names) {
+        const e = before.by[n];
+        if (!e) { fail(`the flame graph has no ${kind} frame ${JSON.stringify(n)}`); continue; }
+        for (const f of e.fills) {
+          const ok = kind === 'python' ? !colour.native.test(f) && !colour.kernel.test(f) : colour[kind].test(f);
+          if (!ok) fail(`${kind} frame ${JSON.stringify(n)} is drawn in ${f}`);
+        }
+      }
+    for (const [boxes, want, gone] of [[['#hide-native'], k.hide_native, k.native || []],
+                                       [['#hide-kernel'], k.hide_kernel, k.kernel || []],
+                                       [['#hide-native', '#hide-kernel'], k.hide_both, [...(k.native || []), ...(k.kernel || [])]]]) {
+      if (!want) continue;
+      for (const b of boxes) {
+        if (!(await page.isVisible(b))) { fail(`${b} is not shown`); continue; }
+        await page.check(b);
+      }
+      await sleep(300);
+      const after = await flame();
+      const top = await rows();
+      for (const n of gone) {
+        if (after.by[n]) fail(`${boxes.join(' + ')}: ${JSON.stringify(n)} is still in the flame graph`);
+        if (top.includes(n)) fail(`${boxes.join(' + ')}: ${JSON.stringify(n)} is still in the top table`);
+      }
+      for (const [n, v] of Object.entries(want))
+        if (!after.by[n] || after.by[n].self !== v) fail(`${boxes.join(' + ')}: ${JSON.stringify(n)} has self ${after.by[n] ? after.by[n].self : 'none'}, want ${v}`);
+      if (after.self !== before.self) fail(`${boxes.join(' + ')}: the flame graph totals ${after.self}, was ${before.self}`);
+      info.push(`${boxes.join(' + ')}: ${Object.entries(want).map(([n, v]) => `${n}=${v}`).join(', ')}`);
+      for (const b of boxes) await page.uncheck(b);
+      await sleep(300);
+      const back = await flame();
+      for (const n of gone) if (!back.by[n]) fail(`${boxes.join(' + ')} unticked: ${JSON.stringify(n)} is not back`);
+    }
+    // The top table's File:line of native and kernel functions: the library, then the source.
+    if (k.top_loc) {
+      const locs = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('#top-table tbody tr[data-fn]')]
+        .map(r => [r.dataset.fn, r.querySelector('td.loc').textContent])));
+      for (const [n, want] of Object.entries(k.top_loc))
+        if (locs[n] !== want) fail(`the top table's File:line of ${JSON.stringify(n)} is ${JSON.stringify(locs[n])}, want ${JSON.stringify(want)}`);
+    }
+    info.push(`kinds coloured: ${(k.native || []).length} native, ${(k.kernel || []).length} kernel`);
   }
 
   // Every column of every table is visible without scrolling sideways, at two window sizes;

@@ -493,6 +493,11 @@ class ProtocolClient(unittest.TestCase):
         self.assertEqual(top[1].function, "<module>")
         self.assertEqual(top[2], (0.1, 0.1, "frame without file", ""))
         self.assertEqual(len(top), 3)
+        # --native: "symbol [library]" with its source when known, "[k] name" for the kernel.
+        native = pybpfprof.parse_top("   42.9%  42.9%  b [_ext.so] (/src/ext/ext.c:7)\n"
+                                     "   28.6%  28.6%  [k] asm_exc_page_fault\n    0.0%  17.9%  read [libc.so.6]\n")
+        self.assertEqual(native, [(42.9, 42.9, "b [_ext.so]", "/src/ext/ext.c:7"),
+                                  (28.6, 28.6, "[k] asm_exc_page_fault", ""), (0.0, 17.9, "read [libc.so.6]", "")])
 
 
 class ScriptedAgent(object):

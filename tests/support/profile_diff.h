@@ -19,6 +19,7 @@ std::string show(const T& v) {
 }
 inline std::string show(const std::string& v) { return "\"" + v + "\""; }
 inline std::string show(SampleKind k) { return kind_name(k); }
+inline std::string show(FrameKind k) { return std::to_string(static_cast<int>(k)); }
 inline std::string show(uint16_t v) { return std::to_string(v); }
 inline std::string show(bool v) { return v ? "true" : "false"; }
 
@@ -72,6 +73,8 @@ inline std::string profile_difference(const Profile& a, const Profile& b) {
         PBP_DIFF_FIELD(p, a.frames.at(i), b.frames.at(i), file)
         PBP_DIFF_FIELD(p, a.frames.at(i), b.frames.at(i), line)
         PBP_DIFF_FIELD(p, a.frames.at(i), b.frames.at(i), synthetic)
+        PBP_DIFF_FIELD(p, a.frames.at(i), b.frames.at(i), kind)
+        PBP_DIFF_FIELD(p, a.frames.at(i), b.frames.at(i), library)
     }
     if (a.stacks.size() != b.stacks.size())
         return "stacks: " + std::to_string(a.stacks.size()) + " != " + std::to_string(b.stacks.size());

@@ -8,6 +8,7 @@
 
 #include "targets/cgroup_target.h"
 #include "targets/cgroups.h"
+#include "targets/engine_names.h"
 #include "targets/kube.h"
 #include "test_support.h"
 
@@ -128,6 +129,33 @@ TEST_F(NodeTree, NamesFromKubeletDirectories) {
     EXPECT_EQ(n.container_name(kId2), "side-car");
     EXPECT_EQ(n.pods_by_name("shop", "web-1").size(), 1u);
     EXPECT_TRUE(n.pods_by_name("shop", "web-2").empty());
+}
+
+// podman's and Docker's own state, as they write it (podman 4.3's containers.json, with a
+// second storage driver's; Docker's config.v2.json), and what is not a name.
+TEST(EngineNames, PodmanAndDockerState) {
+    std::string root = temp_dir();
+    const std::string podman_id = kId1, docker_id = kId2, vfs_id = std::string(64, 'e');
+    fs::create_directories(root + "/var/lib/containers/storage/overlay-containers");
+    std::ofstream(root + "/var/lib/containers/storage/overlay-containers/containers.json")
+        << R"([{"id":"0000000000000000000000000000000000000000000000000000000000000000","names":["other"]},)"
+        << R"({"id":")" << podman_id << R"(","names":["web-api","alias"],"image":"73434bc3de2e",)"
+        << R"("metadata":"{\"name\":\"web-api\"}","flags":{"MountLabel":""}}])";
+    fs::create_directories(root + "/var/lib/containers/storage/vfs-containers");
+    std::ofstream(root + "/var/lib/containers/storage/vfs-containers/containers.json")
+        << R"([{"id":")" << vfs_id << R"(","names":["on-vfs"]}])";
+    fs::create_directories(root + "/var/lib/docker/containers/" + docker_id);
+    std::ofstream(root + "/var/lib/docker/containers/" + docker_id + "/config.v2.json")
+        << R"({"ID":")" << docker_id << R"(","Name":"/worker","State":{"Running":true}})";
+    EXPECT_EQ(engines::container_name(root, podman_id), "web-api");
+    EXPECT_EQ(engines::container_name(root, vfs_id), "on-vfs");
+    EXPECT_EQ(engines::container_name(root, docker_id), "worker");
+    EXPECT_EQ(engines::container_name(root, std::string(64, 'a')), "");
+    EXPECT_EQ(engines::container_name(root, "../../etc"), "");
+    // damaged state is no name, not an error
+    std::ofstream(root + "/var/lib/containers/storage/overlay-containers/containers.json") << "[{\"id\":";
+    EXPECT_EQ(engines::container_name(root, podman_id), "");
+    EXPECT_EQ(engines::container_name(temp_dir(), podman_id), "");
 }
 
 TEST_F(NodeTree, ResolvesPodByUidAndByName) {

@@ -101,6 +101,33 @@ TEST(DumpOutput, JsonReadsBackToTheSameDump) {
     EXPECT_EQ(dump_json(back), doc);
 }
 
+// --native frames keep their kind and library through the document (the agent's answer read
+// back by its client); a Python frame's JSON has neither field.
+TEST(DumpOutput, NativeAndKernelFramesRoundTrip) {
+    DumpResult d = sample_dump();
+    Frame n{"b", "/src/ext/ext.c", 7, false};
+    n.kind = FrameKind::Native;
+    n.library = "/opt/app/_ext.so";
+    Frame k{"[k] vfs_read", "", 0, false};
+    k.kind = FrameKind::Kernel;
+    k.library = "[kernel]";
+    auto& frames = d.processes[0].threads[0].frames;
+    frames.insert(frames.begin(), {k, n});
+    const json doc = dump_json(d);
+    const json& jf = doc["processes"][0]["threads"][0]["frames"];
+    EXPECT_EQ(jf[0]["kind"], "kernel");
+    EXPECT_EQ(jf[1]["library"], "/opt/app/_ext.so");
+    EXPECT_FALSE(jf[2].contains("kind") || jf[2].contains("library"));
+    DumpResult back;
+    std::string error;
+    ASSERT_TRUE(dump_from_json(json::parse(doc.dump()), back, error)) << error;
+    EXPECT_EQ(back.processes[0].threads[0].frames, frames);
+    json bad = doc;
+    bad["processes"][0]["threads"][0]["frames"][0]["kind"] = "python";
+    EXPECT_FALSE(dump_from_json(bad, back, error));
+    EXPECT_EQ(error, "processes[0].threads[0].frames[0].kind is not \"native\" or \"kernel\"");
+}
+
 TEST(DumpOutput, ADocumentThatIsNotADumpIsOneLine) {
     const json good = dump_json(sample_dump());
     struct Case {

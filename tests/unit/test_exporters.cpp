@@ -13,9 +13,11 @@
 #include <utility>
 
 #include "summary/text_summary.h"
+#include "export/common.h"
 #include "export/exporter.h"
 #include "engine/profile.h"
 #include "test_support.h"
+#include "mixed_profile.h"
 #include "wall_profile.h"
 #include "weighted_profile.h"
 
@@ -226,9 +228,12 @@ size_t check_common(const json& doc, const Profile& p) {
     EXPECT_EQ(frames.size(), p.frames.size());
     for (size_t i = 0; i < frames.size() && i < p.frames.size(); i++) {
         const Frame& f = p.frames.at(i);
-        EXPECT_EQ(frames[i].value("name", ""), f.name);
+        EXPECT_EQ(frames[i].value("name", ""), frame_display_name(f));
         if (f.synthetic) {
             EXPECT_FALSE(frames[i].contains("file")) << f.name;
+            EXPECT_FALSE(frames[i].contains("line")) << f.name;
+        } else if (f.kind != FrameKind::Python) {  // the library, then the source in parentheses
+            EXPECT_EQ(frames[i].value("file", "").rfind(f.library, 0), 0u) << f.name;
             EXPECT_FALSE(frames[i].contains("line")) << f.name;
         } else {
             EXPECT_EQ(frames[i].value("file", ""), f.file);
@@ -566,6 +571,51 @@ TEST(Speedscope, LoadsInRealSpeedscopeApp) {
         << r.out;
 }
 
+// --native frames: a kernel frame is "[k] name" with the file "[kernel]"; a native frame's
+// file is its library, with its source file:line in parentheses when debug information gave
+// one; Python frames unchanged.
+TEST(Speedscope, NativeAndKernelFramesNameTheirLibrary) {
+    test::MixedProfile m;
+    Profile& p = m.profile;
+    p.run.start_unix_ns = kStartUnix;
+    json doc = parse_speedscope(p);
+    ASSERT_FALSE(doc.is_discarded());
+    EXPECT_EQ(check_common(doc, p), 140u);
+    const json& frames = doc["shared"]["frames"];
+    EXPECT_EQ(frames[m.k_vfs_read], json::parse(R"({"name":"[k] vfs_read","file":"[kernel]"})"));
+    EXPECT_EQ(frames[m.libc_read], json::parse(R"({"name":"read","file":"/usr/lib/x86_64-linux-gnu/libc.so.6"})"));
+    EXPECT_EQ(frames[m.ext_b], json::parse(
+        R"X({"name":"b","file":"/opt/app/lib/_ext.cpython-311-x86_64-linux-gnu.so (/src/ext/ext.c:7)"})X"));
+    EXPECT_EQ(frames[m.outer], json::parse(R"({"name":"outer","file":"/opt/app/main.py","line":12})"));
+    // A name that already carries the "[k] " of the kernel symbol reader keeps one.
+    Frame k{"[k] do_syscall_64", "", 0, false};
+    k.kind = FrameKind::Kernel;
+    EXPECT_EQ(frame_display_name(k), "[k] do_syscall_64");
+}
+
+// The real app loads a profile of the three kinds and finds the kernel and native functions.
+TEST(Speedscope, NativeAndKernelFramesLoadInRealSpeedscopeApp) {
+    std::string why;
+    PBP_REQUIRE(js_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    const std::string file = write_file(dir, "mixed.json", export_to_string("speedscope", test::MixedProfile().profile));
+    const std::string folded = write_file(dir, "mixed.folded", export_to_string("collapsed", test::MixedProfile().profile));
+    auto r = test::run({"node", test::source_dir() + "/tests/js/check_speedscope.mjs", "--expect-frame", "[k] vfs_read",
+                        "--expect-frame", "b", "--expect-frame", "outer", file},
+                       600);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + file + ":"), std::string::npos) << r.out;
+    // The folded file too (the checker's --expect-frame is for speedscope JSON only).
+    auto rf = run_checker({folded});
+    EXPECT_EQ(rf.status, 0) << rf.out << rf.err;
+    EXPECT_NE(rf.out.find("ok " + folded + ":"), std::string::npos) << rf.out;
+    // And it can fail: a function that is not in the profile.
+    auto bad = test::run({"node", test::source_dir() + "/tests/js/check_speedscope.mjs", "--expect-frame",
+                          "[k] no_such_function", file},
+                         600);
+    EXPECT_NE(bad.status, 0) << bad.out;
+}
+
 // The checker must be able to fail: broken files are reported, with a non-zero exit.
 TEST(Speedscope, RealAppCheckerRejectsBrokenFiles) {
     std::string why;
@@ -656,6 +706,28 @@ TEST(Collapsed, MultiProcessExactLines) {
     };
     std::sort(want.begin(), want.end());
     EXPECT_EQ(f.lines, want);  // sorted, aggregated, exact text
+}
+
+// --native frames: "symbol [library basename]" (with "(source:line)" when known) and
+// "name_[k]", perf's kernel annotation, which flamegraph.pl --color=java colours as kernel.
+TEST(Collapsed, NativeAndKernelFrames) {
+    Profile p = test::MixedProfile().profile;
+    Folded f = parse_folded(export_to_string("collapsed", p));
+    EXPECT_EQ(f.total, 140u);
+    const std::string proc = "python3 main.py (pid 4242)";
+    std::vector<std::pair<std::string, uint64_t>> want = {
+        {proc + ";MainThread (tid 4242);<module> (/opt/app/main.py:30);outer (/opt/app/main.py:12);"
+                "a (/src/ext/ext.c:14) [_ext.cpython-311-x86_64-linux-gnu.so];"
+                "b (/src/ext/ext.c:7) [_ext.cpython-311-x86_64-linux-gnu.so]", 60},
+        {proc + ";MainThread (tid 4242);<module> (/opt/app/main.py:30);outer (/opt/app/main.py:12);"
+                "read_loop (/opt/app/main.py:20);_Py_read [libpython3.11.so.1.0];read [libc.so.6];"
+                "ksys_read_[k];vfs_read_[k]", 25},
+        {proc + ";MainThread (tid 4242);<module> (/opt/app/main.py:30);outer (/opt/app/main.py:12)", 15},
+        {proc + ";Worker (tid 4243);worker (/opt/app/work.py:5);dgemm_kernel_HASWELL [libopenblas.so.0];"
+                "asm_exc_page_fault_[k]", 40},
+    };
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(f.lines, want);
 }
 
 TEST(Collapsed, SortedUniqueAndDeterministic) {
@@ -782,6 +854,23 @@ TEST(TextSummary, TopFunctionsByWeight) {
                         row("waits", 30) + row("cpu_hot", 10) + row("cpu_cold", 20) +
                         "    0.0% 100.0%  main (/app/w.py:1)\n")
         << text;
+}
+
+// --native: a native function is "symbol [library basename]" (with its source when known), a
+// kernel one "[k] name"; ranked with the Python ones by self time.
+TEST(TextSummary, TopFunctionsShowNativeLibraries) {
+    const std::string text = top_functions(test::MixedProfile().profile, 5);
+    EXPECT_EQ(text,
+              "Top functions by self time (140 samples):\n    self  total  function (file:line)\n"
+              "   42.9%  42.9%  b [_ext.cpython-311-x86_64-linux-gnu.so] (/src/ext/ext.c:7)\n"
+              "   28.6%  28.6%  [k] asm_exc_page_fault\n"
+              "   17.9%  17.9%  [k] vfs_read\n"
+              "   10.7%  71.4%  outer (/opt/app/main.py:12)\n"
+              "    0.0%  71.4%  <module> (/opt/app/main.py:30)\n")
+        << text;
+    const std::string all = top_functions(test::MixedProfile().profile, 20);
+    EXPECT_NE(all.find("  read [libc.so.6]\n"), std::string::npos) << all;
+    EXPECT_NE(all.find("  dgemm_kernel_HASWELL [libopenblas.so.0]\n"), std::string::npos) << all;
 }
 
 }  // namespace

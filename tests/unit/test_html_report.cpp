@@ -19,6 +19,7 @@
 #include "export/exporter.h"
 #include "export/html_report.h"
 #include "engine/profile.h"
+#include "mixed_profile.h"
 #include "synthetic_profile.h"
 #include "engine/resource_sampler.h"
 #include "test_support.h"
@@ -571,6 +572,57 @@ TEST(HtmlReport, WorksInHeadlessChromium) {
                                  {"resources", true}});
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
+}
+
+// --native: each function's kind and library are embedded (only when a frame is not Python's).
+TEST(HtmlReport, EmbedsFrameKindsAndLibraries) {
+    test::MixedProfile m;
+    json d = embedded_data(render_html_report(m.profile));
+    ASSERT_FALSE(d.is_discarded());
+    ASSERT_TRUE(d["fn"].contains("kind") && d["fn"].contains("lib"));
+    std::map<std::string, std::pair<int, std::string>> by;
+    for (size_t i = 0; i < d["fn"]["name"].size(); i++)
+        by[d["fn"]["name"][i]] = {d["fn"]["kind"][i].get<int>(), d["files"][d["fn"]["lib"][i].get<size_t>()]};
+    using K = std::pair<int, std::string>;
+    EXPECT_EQ(by["outer"], K(0, ""));
+    EXPECT_EQ(by["b"], K(1, test::MixedProfile::kExtLib));
+    EXPECT_EQ(by["read"], K(1, test::MixedProfile::kLibc));
+    EXPECT_EQ(by["[k] vfs_read"], K(2, "[kernel]"));
+    // A profile of Python frames only has neither.
+    json py = embedded_data(render_html_report(two_process_profile()));
+    EXPECT_FALSE(py["fn"].contains("kind") || py["fn"].contains("lib"));
+}
+
+// In Chromium: Python, native and kernel frames each in their colour; hiding native or
+// kernel frames gives their time to their callers (MixedProfile's numbers: with native
+// frames hidden, outer's own 15 samples + b's 60; the kernel frames then hang from
+// read_loop and worker), in the flame graph and the top table.
+TEST(HtmlReport, NativeAndKernelFramesColouredAndHiddenInChromium) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    std::string dir = test::temp_dir();
+    std::string file = dir + "/mixed.html";
+    std::ofstream(file) << render_html_report(test::MixedProfile().profile);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/mixed.html", fs::copy_options::overwrite_existing);
+    json kinds = {
+        {"native", {"b", "a", "read", "_Py_read", "dgemm_kernel_HASWELL"}},
+        {"kernel", {"[k] vfs_read", "[k] ksys_read", "[k] asm_exc_page_fault"}},
+        {"python", {"outer", "read_loop", "worker"}},
+        {"hide_native", {{"outer", 75}, {"[k] vfs_read", 25}, {"[k] asm_exc_page_fault", 40}}},
+        {"hide_kernel", {{"b", 60}, {"read", 25}, {"dgemm_kernel_HASWELL", 40}, {"outer", 15}}},
+        {"hide_both", {{"outer", 75}, {"read_loop", 25}, {"worker", 40}}},
+        {"top_loc", {{"read", "libc.so.6"}, {"b", "_ext.cpython-311-x86_64-linux-gnu.so (…/ext/ext.c:7)"},
+                     {"[k] vfs_read", "[kernel]"}, {"outer", "…/app/main.py:12"}}},
+    };
+    auto r = check_report(file, {{"functions", {"outer", "b", "[k] vfs_read"}}, {"search", "vfs_"}, {"kinds", kinds}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + file), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("#hide-native: [k] asm_exc_page_fault=40, [k] vfs_read=25, outer=75"), std::string::npos) << r.out;
+    // The checker can fail: a wrong expectation is reported.
+    kinds["hide_native"]["outer"] = 15;
+    auto bad = check_report(file, {{"functions", {"outer"}}, {"kinds", kinds}});
+    EXPECT_NE(bad.status, 0) << bad.out;
+    EXPECT_NE(bad.out.find("\"outer\" has self 75, want 15"), std::string::npos) << bad.out;
 }
 
 // Processes in Kubernetes pods: a Pods table (one row per pod) that scopes everything to

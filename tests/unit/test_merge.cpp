@@ -23,6 +23,7 @@
 #include "pprof_reader.h"
 #include "profile_diff.h"
 #include "test_support.h"
+#include "mixed_profile.h"
 #include "wall_profile.h"
 
 namespace fs = std::filesystem;
@@ -311,6 +312,37 @@ TEST(Merge, KeepsWallAndGilFields) {
     EXPECT_EQ(merge_profiles({c, g}, {}, error).run.mode, ProfileMode::Cpu);
     EXPECT_EQ(merge_profiles({g, g}, {}, error).run.mode, ProfileMode::Gil);
     EXPECT_EQ(merge_profiles({a, b}, {}, error).run.min_block_ns, 5'000'000u);
+}
+
+// Native and kernel frames keep their kind and library through a merge (frames are
+// interned anew: a Python frame and a native frame of the same name stay two frames).
+TEST(Merge, KeepsFrameKindsAndLibraries) {
+    Profile a = test::MixedProfile().profile, b = test::MixedProfile().profile;
+    b.run.start_unix_ns += 3'000'000'000LL;
+    b.run.host = "node-b";
+    // In b, a Python function named like a's native one.
+    const uint32_t py_b = b.frames.intern(Frame{"b", "/opt/app/main.py", 40, false});
+    b.processes.begin()->second.threads.begin()->second.samples.front().stack = b.stacks.intern({py_b});
+    std::string error;
+    Profile m = merge_profiles({a, b}, {}, error);
+    ASSERT_EQ(error, "");
+    EXPECT_EQ(m.frames.size(), a.frames.size() + 1);
+    std::map<std::pair<FrameKind, std::string>, uint64_t> got, want;
+    auto count = [](const Profile& p, auto& into) {
+        for (const auto& [_, pr] : p.processes)
+            for (const auto& [__, t] : pr.threads)
+                for (const Sample& s : t.samples)
+                    for (uint32_t f : p.stacks.at(s.stack))
+                        into[{p.frames.at(f).kind, p.frames.at(f).library}] += s.weight_ns;
+    };
+    count(a, want);
+    count(b, want);
+    count(m, got);
+    EXPECT_EQ(got, want);
+    EXPECT_GT((got[{FrameKind::Kernel, "[kernel]"}]), 0u);
+    Profile back;
+    ASSERT_TRUE(read_raw(raw_json(m), back, error)) << error;
+    EXPECT_TRUE(back == m) << test::profile_difference(m, back);
 }
 
 // A merge of merges keeps every input once, and the hosts found the first time.

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "export/exporter.h"
+#include "mixed_profile.h"
 #include "pprof_reader.h"
 #include "engine/profile.h"
 #include "test_support.h"
@@ -631,6 +632,74 @@ TEST(PprofGo, TopReadsLeafFirst) {
     EXPECT_NE(dflt.out.find("File: python"), std::string::npos) << dflt.out;
     for (const char* n : {"<module>", "<listcomp>", "main.<locals>.<lambda>", "Box[int]::get<T>", "grüße_λ"})
         EXPECT_TRUE(names.count(n)) << n << "\n" << dflt.out << dflt.err;
+}
+
+// --native (issue 17): one mapping per native library and one for the kernel, each location
+// in its frame's mapping; Python frames stay in mapping 1 ("python").
+TEST(Pprof, NativeAndKernelFramesHaveTheirMappings) {
+    test::MixedProfile m;
+    const pp::Profile p = test::parse_pprof(export_pprof(m.profile));
+    Decoded d(p);
+    std::map<uint64_t, std::string> mapping_file;
+    for (const auto& mp : p.mapping()) {
+        EXPECT_TRUE(mp.has_functions()) << "symbolized: pprof must not look the library up";
+        mapping_file[mp.id()] = d.str(mp.filename());
+    }
+    EXPECT_EQ(mapping_file, (std::map<uint64_t, std::string>{{1, "python"},
+                                                            {2, test::MixedProfile::kExtLib},
+                                                            {3, test::MixedProfile::kLibpython},
+                                                            {4, test::MixedProfile::kLibc},
+                                                            {5, test::MixedProfile::kBlas},
+                                                            {6, "[kernel]"}}));
+    // Debug information gave every frame of _ext.so a file and line, none of the others'.
+    EXPECT_TRUE(p.mapping(1).has_filenames() && p.mapping(1).has_line_numbers());
+    EXPECT_FALSE(p.mapping(3).has_filenames() || p.mapping(3).has_line_numbers());
+    auto mapping_of = [&](uint32_t frame) { return mapping_file[d.locs.at(frame + 1)->mapping_id()]; };
+    EXPECT_EQ(mapping_of(m.outer), "python");
+    EXPECT_EQ(mapping_of(m.module), "python");
+    EXPECT_EQ(mapping_of(m.ext_b), test::MixedProfile::kExtLib);
+    EXPECT_EQ(mapping_of(m.libc_read), test::MixedProfile::kLibc);
+    EXPECT_EQ(mapping_of(m.dgemm), test::MixedProfile::kBlas);
+    EXPECT_EQ(mapping_of(m.k_vfs_read), "[kernel]");
+    EXPECT_EQ(d.frame(m.ext_b + 1), PFrame("b", "/src/ext/ext.c", 7));
+    EXPECT_EQ(d.frame(m.k_vfs_read + 1), PFrame("[k] vfs_read", "", 0));
+    EXPECT_EQ(d.frame(m.outer + 1), PFrame("outer", "/opt/app/main.py", 12));
+}
+
+// go tool pprof reads the mappings: its totals, names and the libraries of the locations,
+// and -focus on a kernel function keeps the samples under it; by default (local
+// symbolization) it opens no library and renames nothing.
+TEST(PprofGo, NativeAndKernelFramesReadByGoPprof) {
+    PBP_REQUIRE(test::have_go(), "go is not installed (Debian golang-go; tools/install-deps)");
+    test::MixedProfile m;
+    const std::string path = write_file(export_pprof(m.profile), "mixed.pb.gz");
+    auto r = go_pprof({"-raw"}, path);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto raw = test::parse_go_raw(r.out);
+    EXPECT_EQ(raw.total(0), 140);
+    EXPECT_EQ(raw.total(1), static_cast<int64_t>(140 * test::MixedProfile::kPeriod));
+    const std::string maps = r.out.substr(r.out.find("Mappings"));
+    for (const char* lib : {test::MixedProfile::kExtLib, test::MixedProfile::kLibc, test::MixedProfile::kBlas,
+                            "[kernel]", "python"})
+        EXPECT_NE(maps.find(lib), std::string::npos) << lib << "\n" << maps;
+    std::string locs;
+    for (auto& [id, text] : raw.location_text) locs += text + "\n";
+    for (const char* want : {"b /src/ext/ext.c:7", "[k] vfs_read :0", "read :0", "outer /opt/app/main.py:12"})
+        EXPECT_NE(locs.find(want), std::string::npos) << want << "\n" << locs;
+
+    auto top = go_pprof({"-top", "-sample_index=samples", "-nodecount=100"}, path, false);
+    ASSERT_EQ(top.status, 0) << top.err;
+    EXPECT_EQ(top.err.find("binary"), std::string::npos) << "nothing to symbolize:\n" << top.err;
+    EXPECT_EQ(top.err.find("Local symbolization failed"), std::string::npos) << top.err;
+    std::map<std::string, std::pair<std::string, std::string>> by;
+    for (auto& row : test::parse_go_top(top.out)) by[row.name] = {row.flat, row.cum};
+    using P = std::pair<std::string, std::string>;
+    EXPECT_EQ(by["b"], P("60", "60")) << top.out;
+    EXPECT_EQ(by["[k] vfs_read"], P("25", "25")) << top.out;
+    EXPECT_EQ(by["[k] asm_exc_page_fault"], P("40", "40")) << top.out;
+    EXPECT_EQ(by["dgemm_kernel_HASWELL"], P("0", "40")) << top.out;
+    EXPECT_EQ(by["outer"], P("15", "100")) << top.out;
+    EXPECT_NE(top.out.find("File: python"), std::string::npos) << top.out;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/profile.h"
+#include "mixed_profile.h"
 #include "export/common.h"
 #include "export/exporter.h"
 #include "export/raw.h"
@@ -172,6 +173,36 @@ TEST(RawFormat, BucketsRoundTripAsVersion4) {
     EXPECT_EQ(back.total_samples(), p.total_samples());
 }
 
+// Native and kernel frames (--native) are written as version 5 with each frame's kind and
+// library, the libraries' paths in the file-name table; read back exactly.
+TEST(RawFormat, FrameKindsRoundTripAsVersion5) {
+    const Profile p = test::MixedProfile().profile;
+    json doc = json::parse(raw_json(p));
+    EXPECT_EQ(doc["version"], 5);
+    ASSERT_EQ(doc["frames"]["kind"].size(), p.frames.size());
+    std::map<int, int> kinds;
+    for (const auto& k : doc["frames"]["kind"]) kinds[k.get<int>()]++;
+    EXPECT_EQ(kinds, (std::map<int, int>{{0, 4}, {1, 5}, {2, 3}}));
+    // Each library once in the table: "" (Python frames), 4 libraries, "[kernel]".
+    std::set<std::string> files;
+    for (const auto& f : doc["files"]) files.insert(f.get<std::string>());
+    EXPECT_EQ(files.size(), doc["files"].size()) << "each name once";
+    EXPECT_TRUE(files.count("[kernel]") && files.count(test::MixedProfile::kBlas));
+    // Version 5 holds the fields of 3 and 4 too.
+    EXPECT_TRUE(doc["run"].contains("mode"));
+    EXPECT_TRUE(doc["processes"][0]["threads"][0].contains("span_ns"));
+    Profile back;
+    std::string error;
+    ASSERT_TRUE(read_raw(file_bytes(p), back, error)) << error;
+    EXPECT_EQ(test::profile_difference(p, back), "");
+    EXPECT_TRUE(back == p);
+    EXPECT_EQ(back.frames.at(test::MixedProfile().k_vfs_read).kind, FrameKind::Kernel);
+    EXPECT_EQ(back.frames.at(test::MixedProfile().ext_b).library, test::MixedProfile::kExtLib);
+    EXPECT_EQ(raw_json(back), raw_json(p));
+    // A profile of Python frames only stays in its old version.
+    EXPECT_EQ(json::parse(raw_json(test::WeightedProfile().profile))["version"], 1);
+}
+
 // The profiles the exporters are tested with, and a long synthetic run: read back equal,
 // and every exporter writes the same bytes for the original and for the copy.
 TEST(RawFormat, RoundTripKeepsEveryExportersOutput) {
@@ -180,6 +211,7 @@ TEST(RawFormat, RoundTripKeepsEveryExportersOutput) {
         {"wall", test::WallProfile().profile},
         {"synthetic 3 processes x 60 s", test::synthetic_profile(3, 60, 99)},
         {"everything", everything_profile()},
+        {"mixed kinds", test::MixedProfile().profile},
     };
     for (auto& [name, p] : cases) {
         Profile back;
@@ -258,6 +290,30 @@ Failure read_edited(Edit edit) {
         EXPECT_EQ(static_cast<int>(f_.why), static_cast<int>(RawFailure::kind)); \
     } while (0)
 
+TEST(RawFormatReader, FrameKindErrors) {
+    auto mixed = [](auto edit) {
+        json doc = json::parse(raw_json(test::MixedProfile().profile));
+        edit(doc);
+        return read_bytes(doc.dump());
+    };
+    EXPECT_READ_ERROR(mixed([](json& d) { d["frames"]["kind"][3] = 3; }),
+                      "frames.kind[3] must be 0 (Python), 1 (native) or 2 (kernel) (got 3)", Invalid);
+    EXPECT_READ_ERROR(mixed([](json& d) { d["frames"]["library"][2] = 999; }),
+                      "frames.library[2]: 999 is not a file index (the file has 9 file names)", Invalid);
+    EXPECT_READ_ERROR(mixed([](json& d) { d["frames"]["kind"].erase(0); }),
+                      "frames: kind and library must be as long as name (12, 11, 12)", Invalid);
+    EXPECT_READ_ERROR(mixed([](json& d) { d["frames"].erase("library"); }), "frames.library is missing", Invalid);
+    // A frame that differs only by its kind is another frame; the same kind twice is refused.
+    EXPECT_READ_ERROR(mixed([](json& d) {
+                          auto& f = d["frames"];
+                          for (const char* k : {"name", "file", "line", "synthetic", "kind", "library"}) f[k][1] = f[k][0];
+                      }),
+                      "frames[1] is the same frame as frames[0]", Invalid);
+    // Version 4 has no kinds: a version 4 file with them is refused, not half read.
+    EXPECT_READ_ERROR(mixed([](json& d) { d["version"] = 4; }),
+                      "frames: unknown field \"kind\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
+}
+
 TEST(RawFormatReader, TruncatedFiles) {
     const std::string bytes = file_bytes(test::WeightedProfile().profile);
     EXPECT_READ_ERROR(read_bytes(bytes.substr(0, bytes.size() / 2)), "the file is truncated (the gzip data ends early)",
@@ -293,8 +349,8 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 5; }),
-                      "the file is in format version 5, from a newer pybpfprof; this one reads version 4: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 6; }),
+                      "the file is in format version 6, from a newer pybpfprof; this one reads version 5: upgrade "
                       "pybpfprof to read it",
                       TooNew);
     // Version 4 adds the buckets' count and span_ns: a version 3 file has none of them.
@@ -303,20 +359,20 @@ TEST(RawFormatReader, Versions) {
                           auto& t = d["processes"][0]["threads"][0];
                           t["gil"] = 0, t["wait"] = 0, t["aggregate"] = 0, t["count"] = 1;
                       }),
-                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 4)",
+                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 5)",
                       Invalid);
     // Version 3 adds the wall/GIL fields: a version 1 or 2 file has none of them.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["mode"] = "wall"; }),
-                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
+                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"][0]["gil"] = 1; }),
-                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 4)",
+                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 5)",
                       Invalid);
     // ... and a version 3 file must have them all.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }), "run.mode is missing", Invalid);
     // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
     // has the spans' own checks).
     EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
-                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 4)",
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 5)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
@@ -424,7 +480,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 4)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),

@@ -2,6 +2,9 @@
 // (tests/tools/svg_frames.py, python3's xml.etree) for its structure and widths, and opened
 // in its real consumer, headless Chromium (tests/js/check_svg.mjs), for zoom and search.
 #include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +17,7 @@
 #include "export/exporter.h"
 #include "synthetic_profile.h"
 #include "test_support.h"
+#include "mixed_profile.h"
 #include "wall_profile.h"
 #include "weighted_profile.h"
 
@@ -335,6 +339,53 @@ TEST(SvgExport, ZoomAndSearchWorkInChromium) {
     PBP_REQUIRE(chromium_checker_available(why), why);
     const std::string path = write_file("hostile.svg", svg_of(hostile_profile()));
     const std::string expect = write_file("hostile.expect.json", R"X({"function": "cpu_hot", "search": "cpu_(hot|cold)"})X");
+    auto r = run({"node", test::source_dir() + "/tests/js/check_svg.mjs", path, expect}, 180);
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("ok " + path), std::string::npos) << r.out << r.err;
+}
+
+// --native: native frames are aqua and kernel frames orange (flamegraph.pl's colours for C
+// code and the kernel), Python frames keep the hot palette; labels as in folded stacks.
+TEST(SvgExport, NativeAndKernelFramesHaveTheirColours) {
+    auto fs = frames_of(read_svg(svg_of(test::MixedProfile().profile), "mixed.svg"));
+    ASSERT_FALSE(fs.empty());
+    auto rgb = [](const std::string& fill) {
+        int r = -1, g = -1, b = -1;
+        std::sscanf(fill.c_str(), "rgb(%d,%d,%d)", &r, &g, &b);
+        return std::array<int, 3>{r, g, b};
+    };
+    int native = 0, kernel = 0, python = 0;
+    for (const auto& f : fs) {
+        if (f.depth < 3) continue;
+        auto [r, g, b] = rgb(f.fill);
+        if (f.label.size() > 4 && f.label.substr(f.label.size() - 4) == "_[k]") {
+            kernel++;
+            EXPECT_TRUE(r >= 190 && g >= 90 && g <= 155 && b == 0) << f.label << " " << f.fill;
+        } else if (f.label.back() == ']') {
+            native++;
+            EXPECT_TRUE(r <= 110 && g >= 165 && b >= 165) << f.label << " " << f.fill;
+        } else {
+            python++;
+            EXPECT_TRUE(r >= 205 && b <= 55) << f.label << " " << f.fill;
+        }
+    }
+    EXPECT_EQ(kernel, 3);
+    EXPECT_EQ(native, 5);
+    EXPECT_GE(python, 4);
+    const Drawn* vfs = find(fs, "vfs_read_[k]");
+    ASSERT_NE(vfs, nullptr);
+    const Drawn* main_thread = find(fs, "MainThread (tid 4242)");
+    ASSERT_NE(main_thread, nullptr);
+    EXPECT_NEAR(vfs->w / main_thread->w, 0.25, 0.01) << "25 of MainThread's 100 samples";
+}
+
+// In Chromium: a native frame shows and zooms, and a search for the kernel's "_[k]" paints
+// the kernel frames.
+TEST(SvgExport, NativeAndKernelFramesInChromium) {
+    std::string why;
+    PBP_REQUIRE(chromium_checker_available(why), why);
+    const std::string path = write_file("mixed.svg", svg_of(test::MixedProfile().profile));
+    const std::string expect = write_file("mixed.expect.json", R"X({"function": "dgemm_kernel_HASWELL", "search": "_\\[k\\]$"})X");
     auto r = run({"node", test::source_dir() + "/tests/js/check_svg.mjs", path, expect}, 180);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + path), std::string::npos) << r.out << r.err;

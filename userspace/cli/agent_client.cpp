@@ -91,6 +91,11 @@ bool agent_reachable(const std::string& path) {
 }
 
 int run_via_agent(const Options& o, const std::string& path) {
+    if (o.native) {
+        err("--native is not available through the agent yet: run pybpfprof as root (or with CAP_BPF and "
+            "CAP_PERFMON), or without --native");
+        return kExitBadInput;
+    }
     auto exporter = make_exporter(o.format);
     std::string out_path, error;
     if (!resolve_output(o, *exporter, out_path, error)) return err(error), kExitBadInput;

@@ -132,6 +132,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                    "With --mode wall: off-CPU intervals shorter than this are summed per thread and reason and "
                    "kept as one sample when the sum reaches it, never dropped; from 10us to 1s (default 1ms; "
                    "units us, ms, s)");
+    app.add_flag("--native", o.native,
+                 "Native and kernel frames too, with the Python frames at their place: C extensions, libpython, "
+                 "libc, the kernel (innermost first); kernel 5.17+");
     app.add_flag("--async", o.async_tasks,
                  "Put each sample of a thread running an asyncio task under the task and the tasks awaiting it "
                  "(<task main> -> <task fetch-1> -> its coroutine frames); CPython 3.14+, see docs/asyncio.md");

@@ -32,6 +32,7 @@ struct Options {
     ProfileMode mode = ProfileMode::Cpu;  // --mode cpu|wall|gil
     uint64_t min_block_ns = kDefaultMinBlockNs;  // --min-block (wall only), whole microseconds
     bool async_tasks = false;  // --async: samples under their asyncio task chain (3.14+)
+    bool native = false;       // --native: kernel and native frames merged with the Python frames
     std::string btf_path;
     bool quiet = false;
     bool no_summary = false;

@@ -32,6 +32,8 @@ int run_record(const Options& o) {
     ec.node_root = o.node_root;
     ec.execs_only_in_cgroups = !o.cgroups.empty();
     ec.knobs = Knobs::from_environment();
+    ec.native = o.native;
+    ec.wall_sessions = o.mode == ProfileMode::Wall;  // the one session this engine will have
     SessionConfig sc;
     sc.targets.pids = o.pids;
     sc.targets.children = o.subprocesses;
@@ -42,6 +44,7 @@ int run_record(const Options& o) {
     sc.mode = o.mode;
     sc.min_block_ns = o.min_block_ns;
     sc.async_tasks = o.async_tasks;
+    sc.native = o.native;
 
     std::string out_path, error;
     if (Status st = Engine::preflight(ec); !st.ok()) return err(st.message), exit_code(st);

@@ -530,6 +530,10 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     // Owners that are not Python frames: 3.13 CSTACK = 3; 3.14 INTERPRETER = 3, CSTACK = 4
     // (3.15 dropped CSTACK; bit 4 is then simply never matched).
     o.skip_owner_mask = v.at_least(3, 14) ? ((1u << 3) | (1u << 4)) : (1u << 3);
+    // --native: every _PyEval_EvalFrameDefault call pushes a shim frame below its first frame,
+    // owned by FRAME_OWNED_BY_CSTACK (3.13: 3) or FRAME_OWNED_BY_INTERPRETER (3.14+: 3).
+    o.native_entry = PBP_NATIVE_ENTRY_SHIM;
+    o.native_shim_owner = 3;
     // PyThreadState._status {initialized:1, bound:1, unbound:1, bound_gilstate:1, active:1,
     // ..} (cpython/pystate.h, 3.13-3.15): active is bit 4. Unknown in untested minors.
     if (!newer && field_ok(d.tstate_status, d.tstate_size, 4)) {

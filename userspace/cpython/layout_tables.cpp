@@ -235,6 +235,17 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     o.cframe_previous = t->cframe_previous;
     o.frame_entry_off = t->frame_entry_off;
     o.frame_entry_val = t->frame_entry_val;
+    // --native: how an eval-loop call's first frame is told. 3.11 marks it (is_entry); 3.12
+    // pushes a shim frame owned by FRAME_OWNED_BY_CSTACK (3) below it; before 3.11 each call
+    // evaluates one frame.
+    if (t->frame_entry_val == 1) {
+        o.native_entry = PBP_NATIVE_ENTRY_FLAG;
+    } else if (t->frame_owner != NONE) {
+        o.native_entry = PBP_NATIVE_ENTRY_SHIM;
+        o.native_shim_owner = 3;
+    } else {
+        o.native_entry = PBP_NATIVE_ENTRY_ONE;
+    }
     o.tstate_root_cframe = t->tstate_root_cframe;
     o.interp_code_gen = NONE;  // 3.14+ only (_Py_DebugOffsets)
     o.tstate_status = t->tstate_status;

@@ -30,17 +30,30 @@ struct SamplerConfig {
     std::function<void(const std::string&)> log;  // where debug lines go (the sampler prints nothing)
     bool section_timing = false;   // Knobs::section_timing
     bool force_no_bpf_loop = false;  // Knobs::force_no_bpf_loop
+    // --native: load the machine-state capture (kernels with bpf_loop and bpf_task_pt_regs),
+    // and size the ring buffer for its records (~17 KiB each). Which processes it applies to
+    // is their PBP_PROC_NATIVE flag.
+    bool native_capture = false;
+    // Why wall mode's scheduler programs are left out; empty: they are loaded. Verifying them
+    // is most of the load time (on 6.18 about 60% of it), so a front-end that will never ask
+    // for --mode wall leaves them out. A wall session is then refused with this reason.
+    std::string no_scheduler_programs;
 };
 
 class BpfSampler {
 public:
     using Handler = std::function<void(const pbp_event&)>;
+    // --native: a PBP_EV_NATIVE record, size bytes of it valid (its ustack is cut short).
+    using NativeHandler = std::function<void(const pbp_native_event&, size_t size)>;
     struct ProgStats {
         uint64_t run_time_ns = 0, run_cnt = 0;
     };
 
     // Opens, loads and attaches everything; nullptr with a one-line error otherwise.
-    static std::unique_ptr<BpfSampler> open(const SamplerConfig& cfg, Handler handler, std::string& error);
+    static std::unique_ptr<BpfSampler> open(const SamplerConfig& cfg, Handler handler, std::string& error,
+                                            NativeHandler native_handler = nullptr);
+    // Loaded with the machine-state capture (SamplerConfig::native_capture on a kernel that has it).
+    bool native_capture() const { return native_capture_; }
     ~BpfSampler();
 
     bool add_process(pid_t pid, const pbp_proc& proc, std::string& error);
@@ -77,9 +90,9 @@ public:
     bool wall_attached() const { return !wall_links_.empty(); }
     // Off-CPU intervals shorter than this are summed (the BPF global min_block_ns).
     void set_min_block(uint64_t ns);
-    // Rewrites the PBP_PROC_* flags of a registered process (false when BPF no longer holds it).
-    // *out: its entry as rewritten.
-    bool set_process_flags(pid_t pid, uint32_t flags, pbp_proc* out = nullptr);
+    // Rewrites the PBP_PROC_* flags in mask of a registered process (false when BPF no longer
+    // holds it). *out: its entry as rewritten.
+    bool set_process_flags(pid_t pid, uint32_t mask, uint32_t flags, pbp_proc* out = nullptr);
     // --async: BPF records the running asyncio task at this thread-state offset (0: not).
     bool set_async_task_offset(pid_t pid, uint16_t off);
     bool lookup_process(pid_t pid, pbp_proc& out) const;  // its entry in BPF's procs map
@@ -120,6 +133,8 @@ private:
     std::vector<bpf_link*> wall_links_;
     std::string wall_error_;
     Handler handler_;
+    NativeHandler native_handler_;
+    bool native_capture_ = false;
     bool use_loop_ = true;
     uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop
     double rate_hz_ = 0;

@@ -18,6 +18,7 @@
 #include "engine/process_registry.h"
 #include "engine/snapshot.h"
 #include "engine/stack_store.h"
+#include "native/native_stacks.h"
 #include "engine/symbolizer.h"
 #include "sys/preflight.h"
 #include "sys/clock.h"
@@ -235,8 +236,17 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     sc.log = log;
     sc.section_timing = cfg.knobs.section_timing;
     sc.force_no_bpf_loop = cfg.knobs.force_no_bpf_loop;
+    sc.native_capture = cfg.native;
+    if (cfg.knobs.force_no_wall)
+        sc.no_scheduler_programs = "the scheduler programs were left out (PYBPFPROF_FORCE_NO_WALL, as on a kernel that refuses them)";
+    else if (!cfg.wall_sessions)
+        sc.no_scheduler_programs = "this engine was started for cpu-mode sessions only";
     std::string error;
-    e->sampler_ = BpfSampler::open(sc, [eng = e.get()](const pbp_event& ev) { eng->on_record(ev); }, error);
+    e->sampler_ = BpfSampler::open(
+        sc, [eng = e.get()](const pbp_event& ev) { eng->on_record(ev); }, error,
+        [eng = e.get()](const pbp_native_event& n, size_t size) {
+            if (eng->native_) eng->native_->on_capture(n, size);
+        });
     if (!e->sampler_) {
         status = Status::cannot_profile(error);
         return nullptr;
@@ -250,6 +260,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     e->registry_ = std::make_unique<ProcessRegistry>();
     e->discoverer_ = std::make_unique<Discoverer>();
     e->asyncio_ = std::make_unique<AsyncioTasks>();
+    if (e->sampler_->native_capture()) e->native_ = std::make_unique<native::NativeStacks>(*e->store_);
     e->node_ = std::make_unique<NodeNames>(cfg.node_root);
     e->sampling_ = true;
     return e;
@@ -298,11 +309,24 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         status = st;
         return nullptr;
     }
+    if (cfg.mode == ProfileMode::Wall && !cfg_.wall_sessions && !cfg_.knobs.force_no_wall) {
+        status = Status::cannot_profile("--mode wall: this engine was started for cpu-mode sessions only "
+                                        "(EngineConfig::wall_sessions is off)");
+        return nullptr;
+    }
     if (cfg.mode == ProfileMode::Wall && !sampler_->wall_error().empty()) {
         status = Status::cannot_profile("--mode wall is not available on kernel " + kernel_release() + ": " +
                                         sampler_->wall_error() +
                                         "; use a kernel with BTF and the sched_switch tracepoint "
                                         "(Debian's 5.10+ kernels have them), or --mode cpu");
+        return nullptr;
+    }
+    if (cfg.native && !native_) {
+        status = Status::cannot_profile(
+            cfg_.native ? "--native needs kernel 5.17+ (bpf_loop and bpf_task_pt_regs); kernel " + kernel_release() +
+                              " has not: run without --native"
+                        : std::string("--native: this engine was started without native capture "
+                                      "(EngineConfig::native); start it with it, or run without --native"));
         return nullptr;
     }
     std::unique_ptr<Session> s(new Session(*this, cfg, std::move(sink)));
@@ -493,6 +517,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
         if (cfg_.knobs.no_code_cache) cfg.off.interp_code_gen = PBP_OFF_NONE;
         symbolizer_->add_process(t.pid, t.layout, t.code_type_addr);
         store_->reset_process(t.pid);
+        if (native_) native_->forget_process(t.pid);  // an exec: other files
         registry_->add(t, node_->node.labels_for(t.pid));
         std::string error;
         if (!sampler_->add_process(t.pid, cfg, error)) {
@@ -507,6 +532,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
     s.ever_.insert(t.pid);
     s.agg_->add_process(t.pid);
     update_wall(t.pid);
+    update_native(t.pid);
     if (s.cfg_.async_tasks && !asyncio_->has(t.pid)) {
         pbp_proc proc{};
         std::string why;
@@ -559,6 +585,8 @@ void Engine::forget_in_bpf(pid_t pid) {
     asyncio_->remove_process(pid);
     async_pids_.erase(pid);
     if (wall_pids_.erase(pid)) sampler_->forget_offcpu(pid);
+    native_pids_.erase(pid);
+    if (native_) native_->forget_process(pid);
     symbolizer_->remove_process(pid);
     store_->forget_process(pid);
     targets_.erase(pid);
@@ -575,6 +603,7 @@ void Engine::release_target(Session& s, pid_t pid) {
     } else {
         update_wall(pid);
         update_async(pid);
+        update_native(pid);
     }
 }
 
@@ -629,6 +658,11 @@ void Engine::on_sample(const pbp_event& e) {
     registry_->on_sample(e.pid, e.tid);
     // --async: the stack under its task chain, for the sessions that want it (made once).
     const uint32_t task_stack = with_task(e, stack);
+    // --native: the stack with its kernel and native frames (made once), for those that want it.
+    uint32_t native_stack = stack;
+    if (native_ && e.kind == PBP_KIND_CPU)
+        if (auto n = native_pids_.find(static_cast<pid_t>(e.pid)); n != native_pids_.end())
+            native_stack = native_->stack_for(e, stack, n->second);
     for (Session* s : it->second) {
         if (e.stack_id && !s->unannounced_.empty()) {
             // (Not once it has exec'd, which the exec record queued behind this sample will
@@ -637,7 +671,7 @@ void Engine::on_sample(const pbp_event& e) {
                 u != s->unannounced_.end() && procfs::exe(it->first) == u->second.exe)
                 announce(*s, u->second.event);
         }
-        const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;
+        const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : s->cfg_.native ? native_stack : stack;
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
         if (e.ts_ns < s->start_mono_ns_ || (s->end_mono_ns_ && e.ts_ns > s->end_mono_ns_)) continue;
         const ProfileMode mode = s->cfg_.mode;
@@ -834,6 +868,15 @@ Profile Engine::stop(Session* s) {
                           std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
         }
     }
+    if (s->cfg_.native && native_ && cfg_.knobs.debug) {
+        const auto st = sampler_->stats();
+        const uint64_t n = native_->unwound();
+        s->event({EngineEvent::Debug, 0, false, 0,
+                  "native: " + std::to_string(n) + " samples unwound, " + std::to_string(native_->exact()) +
+                      " merged exactly, " + std::to_string(n ? native_->unwind_ns() / n : 0) +
+                      " ns each in userspace; BPF sent " + std::to_string(st[PBP_STAT_NATIVE_BYTES]) +
+                      " bytes of machine state, " + std::to_string(st[PBP_STAT_NATIVE_DROP]) + " records lost"});
+    }
     registry_->refresh_thread_names();
     registry_->mark_gone_exited();
     RunInfo run = s->run_info(end);
@@ -910,7 +953,7 @@ void Engine::update_wall(pid_t pid) {
                       });
     if (want == static_cast<bool>(wall_pids_.count(pid))) return;
     pbp_proc proc{};
-    if (!sampler_->set_process_flags(pid, want ? PBP_PROC_WALL : 0, &proc)) return;  // exec'd: found again
+    if (!sampler_->set_process_flags(pid, PBP_PROC_WALL, want ? PBP_PROC_WALL : 0, &proc)) return;  // exec'd: found again
     if (want) {
         wall_pids_.insert(pid);
         seed_offcpu(pid, proc);
@@ -920,6 +963,18 @@ void Engine::update_wall(pid_t pid) {
         for (auto t = seed_stacks_.begin(); t != seed_stacks_.end();)
             t = t->second.pid == pid ? seed_stacks_.erase(t) : std::next(t);
     }
+}
+
+void Engine::update_native(pid_t pid) {
+    if (!native_) return;
+    auto it = targets_.find(pid);
+    const bool want = it != targets_.end() &&
+                      std::any_of(it->second.begin(), it->second.end(), [](Session* s) { return s->cfg_.native; });
+    if (want == static_cast<bool>(native_pids_.count(pid))) return;
+    pbp_proc proc{};
+    if (!sampler_->set_process_flags(pid, PBP_PROC_NATIVE, want ? PBP_PROC_NATIVE : 0, &proc)) return;
+    if (want) native_pids_[pid] = proc.off.py_version_hex;
+    else native_pids_.erase(pid);
 }
 
 void Engine::update_async(pid_t pid) {

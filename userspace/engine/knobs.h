@@ -10,6 +10,8 @@ struct Knobs {
                                    // times, BPF stats, verifier cost), 2 = also libbpf's debug log
     bool section_timing = false;   // PYBPFPROF_TIMING: BPF times its sections (PBP_STAT_T_*)
     bool force_no_bpf_loop = false;  // PYBPFPROF_FORCE_NO_BPF_LOOP: the tail-call walk even with bpf_loop
+    bool force_no_wall = false;    // PYBPFPROF_FORCE_NO_WALL: act as on a kernel that refuses wall
+                                   // mode's scheduler programs (tests of the refusal)
     bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
     std::string tmpdir = "/tmp";   // TMPDIR: where a fallback output goes
     // PYBPFPROF_SAMPLE_WINDOW=SECONDS[,BUCKET_SECONDS[,MAX_BUCKETS]]: how long samples keep

@@ -16,6 +16,8 @@ size_t FrameHash::operator()(const Frame& f) const {
     size_t h = std::hash<std::string>{}(f.name);
     h = hash_combine(h, std::hash<std::string>{}(f.file));
     h = hash_combine(h, static_cast<size_t>(f.line));
+    h = hash_combine(h, static_cast<size_t>(f.kind));
+    h = hash_combine(h, std::hash<std::string>{}(f.library));
     return hash_combine(h, f.synthetic);
 }
 

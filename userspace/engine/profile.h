@@ -9,14 +9,21 @@
 
 namespace pbp {
 
+// What ran in a frame. Python frames come from the interpreter's frame walk; native and
+// kernel frames from unwinding the machine stack (`--native`, issue 17).
+enum class FrameKind : uint8_t { Python = 0, Native = 1, Kernel = 2 };
+
 struct Frame {
-    std::string name;  // qualified name (co_qualname on 3.11+), or a synthetic "[...]" marker
-    std::string file;  // co_filename, empty for synthetic frames
+    std::string name;  // qualified name (co_qualname on 3.11+), a native symbol, or a synthetic "[...]" marker
+    std::string file;  // co_filename; for native frames the source file when debug information has it
     int line = 0;      // exact line of the sampled instruction; 0 = unknown
     bool synthetic = false;
+    FrameKind kind = FrameKind::Python;
+    std::string library;  // native and kernel frames: the ELF file's path ("[kernel]" for the kernel); empty for Python
 
     bool operator==(const Frame& o) const {
-        return line == o.line && synthetic == o.synthetic && name == o.name && file == o.file;
+        return line == o.line && synthetic == o.synthetic && kind == o.kind && name == o.name &&
+               file == o.file && library == o.library;
     }
 };
 

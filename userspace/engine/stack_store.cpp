@@ -44,10 +44,46 @@ uint32_t StackStore::synthetic_stack(const std::string& name, uint32_t wait) {
 
 bool StackStore::resolve(pid_t pid, uint64_t stack_id, BaseStack& b) {
     if (!lookup_(stack_id, *buf_)) return false;
+    // --native marks entry frames in instr (3.11+): kept apart, so the frames are the same
+    // with or without it.
+    std::vector<bool> entry_leaf_first;
+    const uint32_t depth = std::min<uint32_t>(buf_->depth, PBP_MAX_DEPTH);
+    bool marked = false;
+    for (uint32_t i = 0; i < depth; i++) {
+        pbp_frame& f = buf_->frames[i];
+        const bool entry = f.instr != PBP_INSTR_UNKNOWN && (f.instr & PBP_INSTR_ENTRY);
+        if (entry) f.instr &= ~PBP_INSTR_ENTRY;
+        marked |= entry;
+        entry_leaf_first.push_back(entry);
+    }
     std::map<std::string, uint64_t> problems;
     b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
+    b.entry.clear();
+    // One frame per walked frame (none skipped as a shim): the marks line up with the frames.
+    if (b.frames.size() == depth) b.entry.assign(entry_leaf_first.rbegin(), entry_leaf_first.rend());
+    else if (!marked) b.entry.assign(b.frames.size(), false);
     return true;
+}
+
+bool StackStore::python_frames(pid_t pid, uint64_t stack_id, std::vector<uint32_t>& root_first,
+                               std::vector<bool>& entry) {
+    auto p = stack_ids_.find(pid);
+    if (p == stack_ids_.end()) return false;
+    auto it = p->second.find(stack_id);
+    if (it == p->second.end()) return false;
+    root_first = it->second.frames;
+    entry = it->second.entry;
+    // Marks that cannot be lined up: none (the merge then finds no entry frame and keeps the
+    // whole Python stack, marked incomplete).
+    if (entry.size() != root_first.size()) entry.assign(root_first.size(), false);
+    return true;
+}
+
+uint32_t StackStore::intern_stack(const std::vector<uint32_t>& root_first) {
+    uint32_t idx = stacks_.intern(root_first);
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    return idx;
 }
 
 uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {

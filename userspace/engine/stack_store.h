@@ -63,6 +63,14 @@ public:
     // Its problem may clear on a later read of the same id (see StackMove).
     bool transient(uint32_t stack) const { return Symbolizer::transient(problem_[stack]); }
 
+    // --native (userspace/native): the Python frames of BPF stack id stack_id of pid, root
+    // first, with which of them is an eval-loop call's entry frame (PBP_INSTR_ENTRY; all false
+    // when the walk did not mark them). False when the id is not known.
+    bool python_frames(pid_t pid, uint64_t stack_id, std::vector<uint32_t>& root_first, std::vector<bool>& entry);
+    // A frame and a stack (root first) made elsewhere (the mixed stacks of --native).
+    uint32_t intern_frame(const Frame& f) { return frames_.intern(f); }
+    uint32_t intern_stack(const std::vector<uint32_t>& root_first);
+
     const FrameTable& frames() const { return frames_; }
     const StackTable& stacks() const { return stacks_; }
 
@@ -74,6 +82,7 @@ private:
     struct BaseStack {
         uint32_t retries = 0;          // re-reads after a failed symbolization, see retry()
         std::vector<uint32_t> frames;  // root first, interned
+        std::vector<bool> entry;       // --native: per frame, an entry frame (see python_frames)
         std::string problem;           // "" or why some frame is unresolved
         // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
         // [partial stack: reason], plus an off-CPU wait reason << kWaitShift (its leaf); made

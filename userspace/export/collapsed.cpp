@@ -13,7 +13,9 @@
 // Every folded reader skips it: flamegraph.pl and inferno ignore (and count) lines that do not
 // end in " COUNT", speedscope's importer keeps only lines matching /^(.*) (\d+)$/; the comment
 // therefore never ends in a digit. Off-CPU stacks end in their wait leaf ("[sleeping]", ...).
-// process = display_name() plus its container, if any, thread = "<name> (tid N)", frame = "qualname (file:line)".
+// process = display_name() plus its container, if any, thread = "<name> (tid N)", frame = "qualname (file:line)";
+// with --native a native frame is "symbol [libc.so.6]" (its library's base name) and a kernel
+// frame "vfs_read_[k]", perf's annotation (export/common.h frame_label, docs/native-frames.md).
 // Lines are sorted (bytewise) so equal profiles give identical files.
 #include <map>
 #include <string>
@@ -37,12 +39,7 @@ std::string sanitize(const std::string& s) {
     return r;
 }
 
-std::string frame_text(const Frame& f) {
-    if (f.synthetic || f.file.empty()) return sanitize(f.name);
-    std::string s = f.name + " (" + f.file;
-    if (f.line > 0) s += ":" + std::to_string(f.line);
-    return sanitize(s + ")");
-}
+std::string frame_text(const Frame& f) { return sanitize(frame_label(f)); }
 
 std::string thread_text(const ThreadProfile& t) {
     std::string s = t.name.empty() ? std::string("thread") : t.name;

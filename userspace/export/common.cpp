@@ -122,18 +122,53 @@ FunctionTable::FunctionTable(const FrameTable& frames) {
     of_frame_.resize(frames.size());
     for (uint32_t i = 0; i < frames.size(); i++) {
         const Frame& f = frames.at(i);
-        uint32_t fn = intern(f.name.empty() ? std::string("?") : f.name, f.synthetic ? std::string() : f.file,
-                             f.synthetic);
+        uint32_t fn = intern(frame_display_name(f), f.synthetic ? std::string() : f.file, f.synthetic, f.kind,
+                             f.library);
         int& first = functions_[fn].first_line;
         if (!f.synthetic && f.line > 0 && (first == 0 || f.line < first)) first = f.line;
         of_frame_[i] = fn;
     }
 }
 
-uint32_t FunctionTable::intern(const std::string& name, const std::string& file, bool synthetic) {
-    auto [it, added] = index_.emplace(std::make_tuple(name, file, synthetic), static_cast<uint32_t>(functions_.size()));
-    if (added) functions_.push_back({name, file, synthetic, 0});
+uint32_t FunctionTable::intern(const std::string& name, const std::string& file, bool synthetic, FrameKind kind,
+                               const std::string& library) {
+    auto [it, added] = index_.emplace(std::make_tuple(name, file, synthetic, kind, library),
+                                      static_cast<uint32_t>(functions_.size()));
+    if (added) functions_.push_back({name, file, synthetic, kind, library, 0});
     return it->second;
+}
+
+std::string frame_display_name(const Frame& f) {
+    if (f.name.empty()) return f.kind == FrameKind::Kernel ? "[k] ?" : "?";
+    if (f.kind == FrameKind::Kernel && f.name.rfind("[k] ", 0) != 0) return "[k] " + f.name;
+    return f.name;
+}
+
+std::string library_basename(const std::string& path) {
+    if (path.empty() || path.front() == '[') return path;  // "[kernel]", "[vdso]"
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos || slash + 1 == path.size() ? path : path.substr(slash + 1);
+}
+
+std::string frame_label(const Frame& f) {
+    if (f.synthetic) return f.name.empty() ? std::string("?") : f.name;
+    if (f.kind == FrameKind::Kernel) {
+        std::string name = f.name.rfind("[k] ", 0) == 0 ? f.name.substr(4) : f.name;
+        return (name.empty() ? std::string("?") : name) + "_[k]";
+    }
+    std::string s = f.name.empty() ? std::string("?") : f.name;
+    if (!f.file.empty()) s += " (" + f.file + (f.line > 0 ? ":" + std::to_string(f.line) : std::string()) + ")";
+    if (f.kind == FrameKind::Native) s += " [" + (f.library.empty() ? std::string("?") : library_basename(f.library)) + "]";
+    return s;
+}
+
+const char* frame_kind_tag(FrameKind k) {
+    switch (k) {
+        case FrameKind::Native: return "native";
+        case FrameKind::Kernel: return "kernel";
+        case FrameKind::Python: break;
+    }
+    return "";
 }
 
 FunctionTimes function_times(const Profile& profile, const FunctionTable& functions,

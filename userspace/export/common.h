@@ -37,6 +37,23 @@ const char* wait_name(WaitReason w);
 // "[waiting for I/O]", ...): the outputs that draw frames draw these apart.
 bool is_wait_leaf(const Frame& f);
 
+// How the outputs name native and kernel frames (--native, issue 17; docs/native-frames.md):
+// a kernel frame is "[k] name" (as perf and /proc/kallsyms readers show them; a name that
+// already starts with "[k] " is kept), any other frame its name ("?" for none).
+std::string frame_display_name(const Frame& f);
+// The last component of a library's path: "libc.so.6" for "/usr/lib/x86_64-linux-gnu/libc.so.6",
+// "[kernel]" for "[kernel]".
+std::string library_basename(const std::string& path);
+// A frame as one line of text, for folded stacks and the SVG flame graph:
+//   Python  "qualname (file:line)"
+//   native  "symbol [libc.so.6]", "symbol (source.c:line) [lib.so]" with debug information
+//   kernel  "vfs_read_[k]" (perf's and flamegraph.pl's kernel annotation; --color=java
+//           colours it as kernel)
+//   marker  "[truncated]" (a synthetic frame: its name)
+std::string frame_label(const Frame& f);
+// The short tag of a frame's kind: "" for Python, "native", "kernel".
+const char* frame_kind_tag(FrameKind k);
+
 // True when the profile holds an off-CPU sample.
 bool has_off_cpu(const Profile& profile);
 
@@ -59,12 +76,14 @@ std::map<uint32_t, StackTotal> thread_stack_totals(const ThreadProfile& thread);
 // whose stack is out of range are left out).
 std::vector<uint64_t> stack_weights(const Profile& profile);
 
-// The profile's functions: one per (name, file, synthetic) of the frame table, in order of
+// The profile's functions: one per (name, file, synthetic, kind, library) of the frame table, in order of
 // first appearance ("?" for an empty name, no file for a synthetic frame).
 struct Function {
-    std::string name;
+    std::string name;  // frame_display_name: "[k] name" for a kernel function
     std::string file;
     bool synthetic = false;
+    FrameKind kind = FrameKind::Python;
+    std::string library;  // a native or kernel function's library (Frame::library)
     // The smallest line sampled in the function (frames only know the line of the sampled
     // instruction; on 3.11+ a sampled entry, RESUME, is the def line); 0 = none.
     int first_line = 0;
@@ -78,12 +97,13 @@ public:
     size_t size() const { return functions_.size(); }
     const std::vector<Function>& all() const { return functions_; }
     // A function that is no frame's (the report's "[rare stacks]"): added once.
-    uint32_t intern(const std::string& name, const std::string& file, bool synthetic);
+    uint32_t intern(const std::string& name, const std::string& file, bool synthetic,
+                    FrameKind kind = FrameKind::Python, const std::string& library = {});
 
 private:
     std::vector<Function> functions_;
     std::vector<uint32_t> of_frame_;
-    std::map<std::tuple<std::string, std::string, bool>, uint32_t> index_;
+    std::map<std::tuple<std::string, std::string, bool, FrameKind, std::string>, uint32_t> index_;
 };
 
 // Self and total time per function of a FunctionTable, from the weight of each stack

@@ -19,6 +19,12 @@ nlohmann::json frames_json(const std::vector<Frame>& frames) {
             jf["file"] = f.file;
             jf["line"] = f.line;
         }
+        // A native or kernel frame (--native) says so, with its library; a Python frame as
+        // before, so older readers read the document as they did.
+        if (f.kind != FrameKind::Python) {
+            jf["kind"] = f.kind == FrameKind::Native ? "native" : "kernel";
+            jf["library"] = f.library;
+        }
         out.push_back(std::move(jf));
     }
     return out;
@@ -167,6 +173,13 @@ struct Reader {
             if (!fr.synthetic) {
                 fr.file = str(jf, "file", fw);
                 fr.line = static_cast<int>(num(jf, "line", fw, INT32_MAX));
+            }
+            if (ok() && jf.is_object() && jf.contains("kind")) {
+                const std::string kind = str(jf, "kind", fw);
+                if (kind == "native") fr.kind = FrameKind::Native;
+                else if (kind == "kernel") fr.kind = FrameKind::Kernel;
+                else if (ok()) error = fw + ".kind is not \"native\" or \"kernel\"";
+                if (ok()) fr.library = str(jf, "library", fw);
             }
             out.push_back(std::move(fr));
         }

@@ -5,7 +5,7 @@
 // all of them are compiled into the binary (report/embed.cmake). The data is aggregated
 // here before it is embedded, so a long run with many processes stays small:
 //
-//  - functions: (qualname, file) -> one entry; lines are kept only where the time is spent
+//  - functions: (qualname, file; with --native also kind and library) -> one entry; lines are kept only where the time is spent
 //    (the leaf frame's line), so the flame graph is per function and the top table can
 //    still say file:line;
 //  - time is counted in weight units (run.weight_unit_ns): a sample counts its weight
@@ -238,21 +238,33 @@ void Aggregation::choose_unit() {
     if (most / unit_ns_ >= kMaxUnits) unit_ns_ = nice_ceil(most / kMaxUnits + 1);
 }
 
-// The functions (fn) and their files (files), each file once.
+// The functions (fn) and their files (files), each file once. With --native (a function
+// that is not Python's) also each function's kind (0 Python, 1 native, 2 kernel: coloured
+// apart, and hidden by the page's "hide native/kernel frames") and library (an index into
+// files, like file).
 json Aggregation::functions_json(json& files) const {
     std::unordered_map<std::string, uint32_t> file_idx;
     std::vector<std::string> name, file_names;
-    std::vector<uint32_t> file;
-    std::vector<int> line;
+    std::vector<uint32_t> file, lib;
+    std::vector<int> line, kind;
+    bool kinds = false;
+    auto file_index = [&](const std::string& f) {
+        auto [it, added] = file_idx.emplace(f, static_cast<uint32_t>(file_names.size()));
+        if (added) file_names.push_back(f);
+        return it->second;
+    };
     for (const Function& f : fns_.all()) {
-        auto [it, added] = file_idx.emplace(f.file, static_cast<uint32_t>(file_names.size()));
-        if (added) file_names.push_back(f.file);
         name.push_back(f.name);
-        file.push_back(it->second);
+        file.push_back(file_index(f.file));
         line.push_back(f.first_line);
+        kind.push_back(static_cast<int>(f.kind));
+        lib.push_back(file_index(f.library));
+        kinds |= f.kind != FrameKind::Python;
     }
     files = file_names;
-    return {{"name", name}, {"file", file}, {"line", line}};
+    json fn = {{"name", name}, {"file", file}, {"line", line}};
+    if (kinds) fn["kind"] = kind, fn["lib"] = lib;
+    return fn;
 }
 
 // The call tree of the run (node 0 = root; a node's parent comes before it) and the

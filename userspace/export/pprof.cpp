@@ -13,7 +13,10 @@
 //   FunctionTable; start_line = the smallest line sampled in it, at or after the real def
 //   line, exact when the entry (RESUME, 3.11+) was sampled); one Location per frame-table
 //   entry (a frame is name + file + sampled line), with one Line {function, line}, all in
-//   one mapping ("python") marked as already symbolized.
+//   mapping 1 ("python") marked as already symbolized. With --native (issue 17) a native
+//   frame's location is in its library's mapping (one per library path) and a kernel
+//   frame's in the "[kernel]" mapping; their functions are the symbol ("[k] name" for the
+//   kernel) with the source file when debug information gave one (docs/native-frames.md).
 //   Synthetic frames ("[truncated]", ...) are functions without a file name and lines 0.
 // - system_name is left unset: pprof "demangles" a function whose system_name equals its name
 //   and cuts anything between '<' and '>' out of it, so `<module>` would lose its name.
@@ -164,21 +167,43 @@ void PprofExporter::write(const Profile& prof, const ExportOptions&, std::ostrea
         if (!f.file.empty()) fn->set_filename(st.id(f.file));
         if (f.first_line > 0) fn->set_start_line(f.first_line);
     }
-    // One mapping for everything, marked as symbolized (functions, files and lines known):
-    // pprof then neither tries to symbolize the locations nor warns "Main binary filename not
-    // available"; its file name is what pprof's header shows as "File:".
-    auto* mapping = p.add_mapping();
-    mapping->set_id(1);
-    mapping->set_filename(st.id("python"));
-    mapping->set_has_functions(true);
-    mapping->set_has_filenames(true);
-    mapping->set_has_line_numbers(true);
+    // Mapping 1 is Python's (and the synthetic markers'), marked as symbolized (functions,
+    // files and lines known): pprof then neither tries to symbolize the locations nor warns
+    // "Main binary filename not available"; its file name is what pprof's header shows as
+    // "File:". Then one mapping per native library (its path) and one for the kernel
+    // ("[kernel]"), in order of first appearance in the frame table, also marked as
+    // symbolized (the names are known; files and lines when every frame of it had them), so
+    // that pprof does not open the libraries of the machine it runs on to symbolize them.
+    // Frames carry no addresses, so the mappings have no address range.
+    auto add_mapping = [&](const std::string& file) {
+        auto* m = p.add_mapping();
+        m->set_id(static_cast<uint64_t>(p.mapping_size()));
+        m->set_filename(st.id(file));
+        m->set_has_functions(true);
+        m->set_has_filenames(true);
+        m->set_has_line_numbers(true);
+        return m;
+    };
+    add_mapping("python");
+    std::map<std::string, pp::Mapping*> library_mapping;
+    std::vector<uint64_t> mapping_of(frames.size(), 1);
+    for (size_t i = 0; i < frames.size(); i++) {
+        const Frame& f = frames[i];
+        if (f.kind == FrameKind::Python || f.synthetic) continue;
+        const std::string lib = f.library.empty() ? std::string(f.kind == FrameKind::Kernel ? "[kernel]" : "[unknown]")
+                                                  : f.library;
+        auto [it, added] = library_mapping.emplace(lib, nullptr);
+        if (added) it->second = add_mapping(lib);
+        if (f.file.empty()) it->second->set_has_filenames(false);
+        if (f.line <= 0) it->second->set_has_line_numbers(false);
+        mapping_of[i] = it->second->id();
+    }
 
     // Locations: frame-table index i is location id i + 1.
     for (size_t i = 0; i < frames.size(); i++) {
         auto* loc = p.add_location();
         loc->set_id(i + 1);
-        loc->set_mapping_id(1);
+        loc->set_mapping_id(mapping_of[i]);
         auto* line = loc->add_line();
         line->set_function_id(functions.of_frame(static_cast<uint32_t>(i)) + 1);
         if (!frames[i].synthetic && frames[i].line > 0) line->set_line(frames[i].line);

@@ -60,6 +60,7 @@ public:
     // When set, the text is handed to it in pieces as it grows (the last byte is kept: key()
     // looks at it), so a long run is never all in memory twice.
     std::function<void(std::string_view)> sink;
+    bool kinds = false;    // version 5: frames' kind and library (implies buckets)
     bool buckets = false;  // version 4: samples' count and span_ns (implies wall)
     bool wall = false;  // version 3: the run's mode and min-block, samples' GIL state and wait
     void drain() {
@@ -204,15 +205,26 @@ bool needs_bucket_fields(const Profile& p) {
     return false;
 }
 
+// True when p has a frame that is not a plain Python frame (a native or kernel frame, or a
+// frame with a library): version 5.
+bool needs_frame_kinds(const Profile& p) {
+    for (const Frame& f : p.frames.all())
+        if (f.kind != FrameKind::Python || !f.library.empty()) return true;
+    return false;
+}
+
 void write_json(const Profile& p, Writer& w) {
     w.raw("{\"format\":\"");
     w.raw(kRawFormatName);
-    // The oldest layout that holds everything: version 3 for a profile with wall/GIL fields,
-    // 2 for one with task spans, else 1 (so an older pybpfprof reads what it can read whole).
-    w.buckets = needs_bucket_fields(p);
+    // The oldest layout that holds everything: version 5 for a profile with native or kernel
+    // frames, 4 for one with buckets, 3 for one with wall/GIL fields, 2 for one with task spans,
+    // else 1 (so an older pybpfprof reads what it can read whole). Each version holds all the
+    // fields of the ones before it.
+    w.kinds = needs_frame_kinds(p);
+    w.buckets = w.kinds || needs_bucket_fields(p);
     w.wall = w.buckets || needs_wall_fields(p);
     w.raw("\",\"version\":");
-    w.i(w.buckets ? 4 : w.wall ? 3 : p.tasks.empty() ? 1 : 2);
+    w.i(w.kinds ? 5 : w.buckets ? 4 : w.wall ? 3 : p.tasks.empty() ? 1 : 2);
     w.raw(",\n");
     w.key("run"), w.run(p.run);
     w.raw(",\n");
@@ -226,12 +238,17 @@ void write_json(const Profile& p, Writer& w) {
     }
     w.raw("],\n");
 
-    // Frames: columns over a table of file names.
+    // Frames: columns over a table of file names (in version 5 the libraries' paths too,
+    // each once: a native library's path repeats in every frame of it).
     std::map<std::string, uint32_t> file_index;
     std::vector<const std::string*> files;
-    for (const Frame& f : p.frames.all()) {
-        auto [it, added] = file_index.emplace(f.file, static_cast<uint32_t>(files.size()));
+    auto add_file = [&](const std::string& name) {
+        auto [it, added] = file_index.emplace(name, static_cast<uint32_t>(files.size()));
         if (added) files.push_back(&it->first);
+    };
+    for (const Frame& f : p.frames.all()) {
+        add_file(f.file);
+        if (w.kinds) add_file(f.library);
     }
     w.key("files"), w.array(files, [&](const std::string* s) { w.str(*s); });
     w.raw(",\n");
@@ -242,6 +259,10 @@ void write_json(const Profile& p, Writer& w) {
     w.key("file"), w.array(frames, [&](const Frame& f) { w.u(file_index.at(f.file)); });
     w.key("line"), w.array(frames, [&](const Frame& f) { w.i(f.line); });
     w.key("synthetic"), w.array(frames, [&](const Frame& f) { w.b(f.synthetic); });
+    if (w.kinds) {
+        w.key("kind"), w.array(frames, [&](const Frame& f) { w.u(static_cast<uint64_t>(f.kind)); });
+        w.key("library"), w.array(frames, [&](const Frame& f) { w.u(file_index.at(f.library)); });
+    }
     w.raw("},\n");
     w.key("stacks");
     w.raw("[");

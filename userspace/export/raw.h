@@ -27,9 +27,10 @@ inline constexpr const char* kRawFormatName = "pybpfprof";  // the "format" fiel
 // version 1 and task spans ("tasks", engine/tasks.h); version 3 is version 2 and the wall/GIL
 // fields (the run's mode and min_block_ns; each sample's gil, wait and aggregate); version 4 is
 // version 3 and buckets (each sample's count and span_ns: the older samples of a run longer
-// than its sample window, engine/aggregator.h). A profile is written in the oldest version
+// than its sample window, engine/aggregator.h); version 5 is version 4 and each frame's kind
+// (Python, native, kernel) and library (--native). A profile is written in the oldest version
 // that holds it whole (1 without tasks or wall/GIL fields), and every older version is read.
-inline constexpr int kRawFormatVersion = 4;
+inline constexpr int kRawFormatVersion = 5;
 
 // The JSON text of p (not compressed).
 std::string raw_json(const Profile& p);

@@ -531,7 +531,8 @@ void read_profile(const json& root, uint64_t version, Profile& out) {
     for (size_t i = 0; i < files_j.size(); i++) files.push_back(str(files_j[i], idx("files", i)));
 
     const json& fr = object(field(root, "frames", path), "frames");
-    only_fields(fr, {"name", "file", "line", "synthetic"}, "frames");
+    if (version >= 5) only_fields(fr, {"name", "file", "line", "synthetic", "kind", "library"}, "frames");
+    else only_fields(fr, {"name", "file", "line", "synthetic"}, "frames");
     const auto& name = array(field(fr, "name", "frames"), "frames.name");
     const auto& file = array(field(fr, "file", "frames"), "frames.file");
     const auto& line = array(field(fr, "line", "frames"), "frames.line");
@@ -540,19 +541,39 @@ void read_profile(const json& root, uint64_t version, Profile& out) {
         bad("frames: name, file, line and synthetic must be as long as each other (" + std::to_string(name.size()) +
             ", " + std::to_string(file.size()) + ", " + std::to_string(line.size()) + ", " +
             std::to_string(synth.size()) + ")");
+    // Version 5: each frame's kind and library (older files hold Python frames only).
+    const json::array_t* kind = nullptr;
+    const json::array_t* library = nullptr;
+    if (version >= 5) {
+        kind = &array(field(fr, "kind", "frames"), "frames.kind");
+        library = &array(field(fr, "library", "frames"), "frames.library");
+        if (kind->size() != name.size() || library->size() != name.size())
+            bad("frames: kind and library must be as long as name (" + std::to_string(name.size()) + ", " +
+                std::to_string(kind->size()) + ", " + std::to_string(library->size()) + ")");
+    }
+    auto file_name = [&](const json& v, const std::string& p) -> const std::string& {
+        uint64_t fi = 0;
+        if (!as_u64(v, std::numeric_limits<uint64_t>::max(), fi) || fi >= files.size()) {
+            u64(v, p);
+            bad(p + ": " + std::to_string(fi) + " is not a file index (the file has " + std::to_string(files.size()) +
+                " file names)");
+        }
+        return files[fi];
+    };
     for (size_t i = 0; i < name.size(); i++) {
         Frame f;
         f.name = str(name[i], idx("frames.name", i));
-        uint64_t fi = 0;
-        if (!as_u64(file[i], std::numeric_limits<uint64_t>::max(), fi) || fi >= files.size()) {
-            u64(file[i], idx("frames.file", i));
-            bad(idx("frames.file", i) + ": " + std::to_string(fi) + " is not a file index (the file has " +
-                std::to_string(files.size()) + " file names)");
-        }
-        f.file = files[fi];
+        f.file = file_name(file[i], idx("frames.file", i));
         f.line = static_cast<int>(i64(line[i], idx("frames.line", i), std::numeric_limits<int>::min(),
                                       std::numeric_limits<int>::max()));
         f.synthetic = boolean(synth[i], idx("frames.synthetic", i));
+        if (kind) {
+            uint64_t k = 0;
+            if (!as_u64((*kind)[i], 2, k))
+                bad(idx("frames.kind", i) + " must be 0 (Python), 1 (native) or 2 (kernel)" + got((*kind)[i]));
+            f.kind = static_cast<FrameKind>(k);
+            f.library = file_name((*library)[i], idx("frames.library", i));
+        }
         if (uint32_t got_index = out.frames.intern(f); got_index != i)
             bad(idx("frames", i) + " is the same frame as frames[" + std::to_string(got_index) + "]");
     }

@@ -13,6 +13,10 @@
 // startValue (it has no per-sample timestamps); the time base is there for tools and for the
 // width of the time-order view (speedscope uses max(endValue - startValue, sum of weights)).
 //
+// Native and kernel frames (--native): kernel frames are named "[k] name"; a native or
+// kernel frame's "file" is its library ("[kernel]"), with the source file:line in
+// parentheses when debug information gave one.
+//
 // speedscope refuses a file with no profiles ("Successfully imported profile, but it's
 // empty!"), so an idle run still gets one empty profile per seen process (or one for the run).
 #include "export/speedscope.h"
@@ -117,8 +121,20 @@ void write_speedscope(const Profile& prof, const ExportOptions& options, std::os
     for (size_t i = 0; i < frames.size(); i++) {
         const Frame& f = frames[i];
         if (i) out << ",";
-        out << "\n{\"name\":" << jstr(f.name.empty() ? "?" : f.name);
-        if (!f.synthetic) {
+        out << "\n{\"name\":" << jstr(frame_display_name(f));
+        if (f.synthetic) {
+        } else if (f.kind != FrameKind::Python) {
+            // A native or kernel frame's file is its library; when debug information gave a
+            // source file, "library (source:line)" (no "line": speedscope would show it after
+            // the parenthesis). docs/native-frames.md.
+            std::string file = f.library.empty() ? std::string("?") : f.library;
+            if (!f.file.empty()) {
+                file += " (" + f.file;
+                if (f.line > 0) file += ":" + std::to_string(f.line);
+                file += ")";
+            }
+            out << ",\"file\":" << jstr(file);
+        } else {
             if (!f.file.empty()) out << ",\"file\":" << jstr(f.file);
             if (f.line > 0) out << ",\"line\":" << f.line;
         }

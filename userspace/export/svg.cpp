@@ -168,7 +168,7 @@ std::string samples_text(uint64_t n) { return std::to_string(n) + (n == 1 ? " sa
 
 // ---- the merged tree -------------------------------------------------------------------
 
-enum class Kind : uint8_t { Root, Pod, Process, Thread, Frame, Synthetic, OffCpu };
+enum class Kind : uint8_t { Root, Pod, Process, Thread, Frame, Native, Kernel, Synthetic, OffCpu };
 
 struct Node {
     uint32_t label = 0;
@@ -210,12 +210,6 @@ private:
     std::unordered_map<uint64_t, uint32_t> edges_;
 };
 
-std::string frame_label(const Frame& f) {
-    const std::string name = f.name.empty() ? std::string("?") : f.name;
-    if (f.synthetic || f.file.empty()) return name;
-    return name + " (" + f.file + (f.line > 0 ? ":" + std::to_string(f.line) : std::string()) + ")";
-}
-
 std::string thread_label(const ThreadProfile& t) {
     std::string s = (t.name.empty() ? std::string("thread") : t.name) + " (tid " + std::to_string(t.tid);
     if (t.ns_tid && t.ns_tid != t.tid) s += ", ns tid " + std::to_string(t.ns_tid);
@@ -229,7 +223,8 @@ uint32_t fnv1a(std::string_view s) {
     return h;
 }
 
-// flamegraph.pl's "hot" palette for Python frames; blues for the process and thread levels.
+// flamegraph.pl's "hot" palette for Python frames, aqua for native ones and orange for the
+// kernel's; blues for the process and thread levels.
 std::string color(const Tree& tree, const Node& n) {
     int r = 0, g = 0, b = 0;
     switch (n.kind) {
@@ -239,6 +234,20 @@ std::string color(const Tree& tree, const Node& n) {
         case Kind::Thread: r = 185, g = 210, b = 240; break;
         case Kind::Synthetic: r = 190, g = 190, b = 190; break;
         case Kind::OffCpu: r = 90, g = 140, b = 225; break;  // flamegraph.pl's "io" blues: time off CPU
+        case Kind::Native: {  // flamegraph.pl's "aqua": C and C++ code under Python
+            const double v = (fnv1a(tree.label(n.color_key)) & 0xff) / 255.0;
+            r = 50 + static_cast<int>(60 * v);
+            g = 165 + static_cast<int>(55 * v);
+            b = 165 + static_cast<int>(55 * v);
+            break;
+        }
+        case Kind::Kernel: {  // flamegraph.pl's kernel orange (--color=java, "_[k]")
+            const double v = (fnv1a(tree.label(n.color_key)) & 0xff) / 255.0;
+            r = 190 + static_cast<int>(65 * v);
+            g = 90 + static_cast<int>(65 * v);
+            b = 0;
+            break;
+        }
         case Kind::Frame: {
             const uint32_t h = fnv1a(tree.label(n.color_key));
             const double v1 = (h & 0xff) / 255.0, v2 = ((h >> 8) & 0xff) / 255.0, v3 = ((h >> 16) & 0xff) / 255.0;
@@ -390,7 +399,11 @@ void SvgExporter::write(const Profile& prof, const ExportOptions& options, std::
         const Frame& f = prof.frames.at(i);
         frame_label_id[i] = tree.intern(frame_label(f));
         frame_color[i] = tree.intern(f.name.empty() ? std::string("?") : f.name);
-        frame_kind[i] = is_wait_leaf(f) ? Kind::OffCpu : f.synthetic ? Kind::Synthetic : Kind::Frame;
+        frame_kind[i] = is_wait_leaf(f)                 ? Kind::OffCpu
+                        : f.synthetic                   ? Kind::Synthetic
+                        : f.kind == FrameKind::Native   ? Kind::Native
+                        : f.kind == FrameKind::Kernel   ? Kind::Kernel
+                                                        : Kind::Frame;
     }
     auto add = [&](uint32_t n, const StackTotal& t) {
         tree.at(n).weight += t.weight_ns();

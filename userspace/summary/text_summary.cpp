@@ -133,9 +133,13 @@ std::string top_functions(const Profile& p, size_t n) {
     out += line;
     for (size_t i = 0; i < v.size() && i < n; i++) {
         const Function& fn = fns.at(v[i]);
+        // A native function: "symbol [libc.so.6]", its library's base name (the full path is
+        // in the outputs); a kernel one is "[k] name" already.
+        std::string name = fn.name;
+        if (fn.kind == FrameKind::Native) name += " [" + (fn.library.empty() ? std::string("?") : library_basename(fn.library)) + "]";
         std::string where = fn.file.empty() ? "" : " (" + fn.file + ":" + std::to_string(times.hot_line[v[i]]) + ")";
         snprintf(line, sizeof line, "  %5.1f%% %5.1f%%  %s%s\n", 100.0 * times.self_ns[v[i]] / all,
-                 100.0 * times.total_ns[v[i]] / all, fn.name.c_str(), where.c_str());
+                 100.0 * times.total_ns[v[i]] / all, name.c_str(), where.c_str());
         out += line;
     }
     return out;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "targets/cgroups.h"
+#include "targets/engine_names.h"
 
 namespace pbp::kube {
 
@@ -217,7 +218,10 @@ std::map<std::string, std::string> Node::labels_for(pid_t pid) {
     if (v2 && *v2 != "/") labels["cgroup"] = *v2;
     if (!best.container_id.empty()) {
         labels["container_id"] = best.container_id;
-        if (std::string n = container_name(best.container_id); !n.empty()) labels["container"] = n;
+        // kubelet's name first (in a pod, the engine's own is a generated one: k8s_...)
+        std::string n = container_name(best.container_id);
+        if (n.empty()) n = engines::container_name(root_, best.container_id);
+        if (!n.empty()) labels["container"] = n;
     }
     if (!best.pod_uid.empty()) {
         labels["pod_uid"] = best.pod_uid;

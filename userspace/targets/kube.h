@@ -55,7 +55,8 @@ public:
     std::string container_name(const std::string& container_id);
 
     // Labels for a process: pod_uid, pod, namespace, container_id, container, cgroup, as far
-    // as they can be discovered. Empty for a process that is in no container.
+    // as they can be discovered (a container's name from kubelet, else from podman's or
+    // Docker's state under the node root). Empty for a process that is in no container.
     std::map<std::string, std::string> labels_for(pid_t pid);
 
 private:

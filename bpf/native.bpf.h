@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* --native: the machine state of an on-CPU sample, for userspace to unwind (as perf's
+ * --call-graph dwarf does): the user registers, a copy of the user stack from sp upwards and,
+ * when the sample hit the kernel, the kernel stack. Sent as its own variable-length record just
+ * before the sample's record, so samples of other processes keep their 72-byte record. */
+#ifndef __PYBPFPROF_NATIVE_BPF_H__
+#define __PYBPFPROF_NATIVE_BPF_H__
+
+#include "util.bpf.h"
+
+/* The user stack from sp, as much of PBP_NATIVE_USTACK as is mapped: one read when all of it
+ * is (the common case), else page by page until a page fails (the top of a thread's stack, with
+ * a guard page or nothing above). Returns the bytes copied. */
+static __always_inline __u32 native_copy_stack(struct pbp_native_event *n, __u64 sp)
+{
+	if (!bpf_probe_read_user(n->ustack, PBP_NATIVE_USTACK, (const void *)sp))
+		return PBP_NATIVE_USTACK;
+	__u32 got = 0;
+	__u32 first = PBP_NATIVE_PAGE - (__u32)(sp & (PBP_NATIVE_PAGE - 1));
+	if (bpf_probe_read_user(n->ustack, first, (const void *)sp))
+		return 0;
+	got = first;
+#pragma unroll
+	for (int i = 0; i < PBP_NATIVE_USTACK / PBP_NATIVE_PAGE - 1; i++) {
+		if (got > PBP_NATIVE_USTACK - PBP_NATIVE_PAGE)
+			break;
+		if (bpf_probe_read_user(n->ustack + (got & (PBP_NATIVE_USTACK - 1)),
+					PBP_NATIVE_PAGE, (const void *)(sp + got)))
+			break;
+		got += PBP_NATIVE_PAGE;
+	}
+	return got;
+}
+
+/* Send the machine state of the sample being made (s->cur) of a PBP_PROC_NATIVE process. Its
+ * record goes first; the sample's follows from this CPU with the same ts_ns and tid. */
+static __always_inline void native_capture_sample(struct bpf_perf_event_data *ctx,
+						  const struct sample_info *si)
+{
+	__u32 zero = 0;
+	struct native_scratch *ns = bpf_map_lookup_elem(&native_scratch, &zero);
+	if (!ns)
+		return;
+	struct pbp_native_event *n = &ns->ev;
+	n->ts_ns = si->now;
+	n->type = PBP_EV_NATIVE;
+	n->pid = si->tgid;
+	n->tid = si->tid;
+	n->cpu = bpf_get_smp_processor_id();
+	n->flags = 0;
+	n->kdepth = 0;
+	n->ustack_len = 0;
+	n->ip = n->sp = n->bp = 0;
+
+	/* The interrupted registers are the user's when the sample hit user mode; else the user's
+	 * are those saved at kernel entry, and the kernel stack is what ran. */
+	/* cs is a 16-bit field, but the context allows only whole-word loads of the registers */
+	__u64 cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+	if (cs & 3) {
+		n->ip = ctx->regs.ip;
+		n->sp = ctx->regs.sp;
+		n->bp = ctx->regs.bp;
+	} else {
+		n->flags |= PBP_NATIVE_F_KERNEL;
+		long kb = bpf_get_stack(ctx, n->kstack, sizeof(n->kstack), 0);
+		if (kb > 0)
+			n->kdepth = (__u16)(kb / 8);
+		struct task_struct *task = bpf_get_current_task_btf();
+		struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(task);
+		if (ur) {
+			n->ip = BPF_CORE_READ(ur, ip);
+			n->sp = BPF_CORE_READ(ur, sp);
+			n->bp = BPF_CORE_READ(ur, bp);
+		}
+	}
+	if (!n->sp) {
+		n->flags |= PBP_NATIVE_F_NO_REGS;
+	} else {
+		n->ustack_len = native_copy_stack(n, n->sp);
+		if (n->ustack_len < PBP_NATIVE_USTACK)
+			n->flags |= PBP_NATIVE_F_SHORT;
+	}
+	__u32 len = PBP_NATIVE_HEADER_BYTES + (n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));
+	if (len > sizeof(*n))
+		len = sizeof(*n);
+	if (len < PBP_NATIVE_HEADER_BYTES)
+		len = PBP_NATIVE_HEADER_BYTES;
+	if (bpf_ringbuf_output(&events, n, len, BPF_RB_NO_WAKEUP)) {
+		stat_add(PBP_STAT_NATIVE_DROP, 1);
+		return;
+	}
+	stat_add(PBP_STAT_NATIVE_BYTES, len);
+}
+
+#endif /* __PYBPFPROF_NATIVE_BPF_H__ */

@@ -1,0 +1,117 @@
+#include "native/native_stacks.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "native/merge.h"
+#include "sys/clock.h"
+
+namespace pbp::native {
+
+NativeStacks::NativeStacks(StackStore& store) : store_(store) {
+    Frame f;
+    f.name = "[native stack incomplete]";
+    f.synthetic = true;
+    f.kind = FrameKind::Native;
+    incomplete_ = store_.intern_frame(f);
+}
+
+NativeStacks::~NativeStacks() = default;
+
+void NativeStacks::on_capture(const pbp_native_event& ev, size_t size) {
+    auto& buf = pending_[ev.tid];
+    buf.resize(std::max(size, sizeof(pbp_native_event)));
+    std::memcpy(buf.data(), &ev, size);
+}
+
+NativeStacks::Proc& NativeStacks::proc(pid_t pid) {
+    auto& p = procs_[pid];
+    if (!p) p = std::make_unique<Proc>(pid);
+    return *p;
+}
+
+void NativeStacks::forget_process(pid_t pid) { procs_.erase(pid); }
+
+uint32_t NativeStacks::intern_native(Proc& p, const Frame& f) {
+    auto it = p.interned.find(&f);  // NativeSymbols' frames stay where they are (std::map)
+    if (it != p.interned.end()) return it->second;
+    uint32_t idx = store_.intern_frame(f);
+    p.interned.emplace(&f, idx);
+    return idx;
+}
+
+uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex) {
+    auto pend = pending_.find(e.tid);
+    if (pend == pending_.end()) return plain;
+    const auto* ev = reinterpret_cast<const pbp_native_event*>(pend->second.data());
+    if (ev->ts_ns != e.ts_ns || ev->pid != e.pid) {  // another sample's (this one's was lost)
+        pending_.erase(pend);
+        return plain;
+    }
+    const uint64_t t0 = mono_ns();
+    Proc& p = proc(static_cast<pid_t>(e.pid));
+    const size_t size = PBP_NATIVE_HEADER_BYTES + std::min<size_t>(ev->ustack_len, PBP_NATIVE_USTACK);
+    UnwoundStack u = p.unwinder.unwind(*ev, size);
+
+    MergeInput in;
+    for (uint16_t i = 0; i < ev->kdepth && i < PBP_NATIVE_KSTACK; i++) {
+        const uint64_t a = ev->kstack[i];
+        auto k = kernel_frames_.find(a);
+        if (k == kernel_frames_.end()) {
+            Frame f;
+            if (!kernel_) kernel_ = std::make_unique<KernelSymbols>(KernelSymbols::load());
+            f.name = kernel_->name_for(a);
+            if (f.name.empty()) {  // not in the table (or the addresses are hidden: kptr_restrict)
+                char hex[32];
+                snprintf(hex, sizeof hex, "[k] 0x%llx", static_cast<unsigned long long>(a));
+                f.name = hex;
+            }
+            f.kind = FrameKind::Kernel;
+            f.library = "[kernel]";
+            k = kernel_frames_.emplace(a, store_.intern_frame(f)).first;
+        }
+        in.kernel.push_back(k->second);
+    }
+    // The interpreter's own file: the one holding the eval loop.
+    std::string interpreter;
+    std::vector<const Frame*> named;
+    named.reserve(u.pcs.size());
+    for (uint64_t pc : u.pcs) {
+        const Frame& f = p.symbols.frame_at(pc);
+        named.push_back(&f);
+        if (interpreter.empty() && is_eval_loop(f.name)) interpreter = f.library;
+    }
+    for (const Frame* f : named) {
+        NativeRole role = NativeRole::Keep;
+        // In the interpreter's file, a function without a symbol is hidden too: Debian's
+        // python3.11 keeps only its exported symbols, and its static functions between Python
+        // frames are mostly call machinery (pymain_*, cfunction_call, ...).
+        if (!interpreter.empty() && f->library == interpreter)
+            role = is_eval_loop(f->name) ? NativeRole::Eval
+                   : (hidden_in_interpreter(f->name) || f->name.compare(0, 1, "[") == 0) ? NativeRole::Hidden
+                                                                                         : NativeRole::Keep;
+        in.native.push_back({intern_native(p, *f), role});
+    }
+    in.native_complete = u.complete;
+    in.rule = version_hex >= 0x030b0000 ? EntryRule::Marked : EntryRule::OnePerEval;
+    std::vector<uint32_t> root_first;
+    std::vector<bool> entry;
+    if (e.stack_id && store_.python_frames(static_cast<pid_t>(e.pid), e.stack_id, root_first, entry)) {
+        for (size_t i = root_first.size(); i-- > 0;) in.python.push_back({root_first[i], entry[i]});
+    }
+    MergeOutput m = merge(in, incomplete_);
+    pending_.erase(pend);
+    unwound_++;
+    exact_ += m.exact;
+    unwind_ns_ += mono_ns() - t0;
+    // A sample without Python frames (a thread in C only, or no thread state) is its native
+    // stack under plain's "[reason]" frame.
+    std::vector<uint32_t> out(m.leaf_first.rbegin(), m.leaf_first.rend());
+    if (!e.stack_id) {
+        const auto& base = store_.stacks().at(plain);
+        out.insert(out.begin(), base.begin(), base.end());
+    }
+    return store_.intern_stack(out);
+}
+
+}  // namespace pbp::native

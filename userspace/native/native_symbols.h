@@ -1,0 +1,33 @@
+// --native: native addresses named through libdwfl: the function (C++ names demangled), the
+// source file and line where debug information is found (next to the file, by build-id or by
+// .gnu_debuglink under /usr/lib/debug), and the library. Cached per module and offset in it, so
+// a frame is looked up once per process however often it is sampled.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "engine/profile.h"
+#include "native/process_modules.h"
+
+namespace pbp::native {
+
+class NativeSymbols {
+public:
+    explicit NativeSymbols(ProcessModules& modules) : modules_(modules) {}
+    // The frame of pc (an unwound pc: a return address already moved into its call). A pc in
+    // no known file is "[unknown]" with its address.
+    const Frame& frame_at(uint64_t pc);
+
+private:
+    ProcessModules& modules_;
+    // (module path, offset from the module's start) -> frame
+    std::map<std::pair<std::string, uint64_t>, Frame> cache_;
+    std::map<uint64_t, Frame> unknown_;
+};
+
+// "_ZN3foo3barEv" -> "foo::bar()"; anything else as it is.
+std::string demangle(const char* name);
+
+}  // namespace pbp::native

@@ -1,0 +1,117 @@
+#include "native/process_modules.h"
+
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <gelf.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "sys/clock.h"
+#include "sys/procfs.h"
+
+namespace pbp::native {
+
+namespace {
+
+char* debuginfo_path = nullptr;  // libdwfl's default search: the file's directory, .debug, /usr/lib/debug
+
+const Dwfl_Callbacks kCallbacks = {
+    dwfl_build_id_find_elf,
+    dwfl_standard_find_debuginfo,  // build-id (/usr/lib/debug/.build-id) and .gnu_debuglink
+    dwfl_offline_section_address,
+    &debuginfo_path,
+};
+
+// The load bias of file path mapped at start from file offset pgoff: start minus the address
+// the ELF's program headers give that offset (0 for a non-PIE executable). False when the file
+// is not an ELF or no PT_LOAD holds the offset.
+bool load_bias(const std::string& path, uint64_t start, uint64_t pgoff, uint64_t& bias) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool ok = false;
+    elf_version(EV_CURRENT);
+    if (Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr)) {
+        size_t n = 0;
+        if (elf_kind(elf) == ELF_K_ELF && elf_getphdrnum(elf, &n) == 0) {
+            for (size_t i = 0; i < n && !ok; i++) {
+                GElf_Phdr ph;
+                if (!gelf_getphdr(elf, static_cast<int>(i), &ph) || ph.p_type != PT_LOAD) continue;
+                const uint64_t seg_off = ph.p_offset & ~(ph.p_align ? ph.p_align - 1 : 0);
+                if (pgoff < seg_off || pgoff >= ph.p_offset + ph.p_filesz) continue;
+                bias = start - (ph.p_vaddr - ph.p_offset + pgoff);
+                ok = true;
+            }
+        }
+        elf_end(elf);
+    }
+    ::close(fd);
+    return ok;
+}
+
+}  // namespace
+
+ProcessModules::ProcessModules(pid_t pid) : pid_(pid) {}
+
+ProcessModules::~ProcessModules() {
+    if (dwfl_) dwfl_end(dwfl_);
+}
+
+bool ProcessModules::refresh() {
+    last_refresh_ns_ = mono_ns();
+    auto maps = procfs::read_maps(pid_);
+    if (!maps) return false;
+    // The same files at the same places: keep the Dwfl and all it has parsed (CFI, symbols,
+    // line tables), which a new one would read again. A pc in no file (the vdso, a bad return
+    // address at the end of a stack copy) asks for a refresh often.
+    std::string signature;
+    for (const auto& m : *maps)
+        if (!m.path.empty() && m.path[0] == '/' && m.perms.size() >= 3 && m.perms[2] == 'x')
+            signature += std::to_string(m.start) + m.path + '\n';
+    if (dwfl_ && signature == signature_) return true;
+    signature_ = std::move(signature);
+    if (dwfl_) dwfl_end(dwfl_);
+    dwfl_ = dwfl_begin(&kCallbacks);
+    epoch_++;
+    if (!dwfl_) return false;
+    dwfl_report_begin(dwfl_);
+    const std::string root = "/proc/" + std::to_string(pid_) + "/root";
+    std::map<std::string, bool> done;  // each file once: by its executable mapping
+    for (const auto& m : *maps) {
+        if (m.path.empty() || m.path[0] != '/' || m.perms.size() < 3 || m.perms[2] != 'x') continue;
+        if (done.count(m.path)) continue;
+        done[m.path] = true;
+        // The file as the process sees it, through its root (a container's mount namespace: its
+        // maps show paths inside it); a chroot's maps show the path from our root instead. The
+        // inode tells which one is the mapped file.
+        std::string file = root + m.path;
+        struct stat st {};
+        if (::stat(file.c_str(), &st) != 0 || st.st_ino != m.inode) {
+            if (::stat(m.path.c_str(), &st) != 0 || st.st_ino != m.inode) continue;
+            file = m.path;
+        }
+        uint64_t bias = 0;
+        if (!load_bias(file, m.start, m.offset, bias)) continue;
+        // base = the bias, added to the first PT_LOAD's address (an ET_EXEC's is taken as is).
+        dwfl_report_elf(dwfl_, m.path.c_str(), file.c_str(), -1, bias, true);
+    }
+    dwfl_report_end(dwfl_, nullptr, nullptr);
+    return true;
+}
+
+Dwfl_Module* ProcessModules::module_at(uint64_t pc) {
+    if (!dwfl_ && !refresh()) return nullptr;
+    Dwfl_Module* m = dwfl_addrmodule(dwfl_, pc);
+    // Not more than every 20 ms (a pc in no file at all, JIT code, would read the maps at every
+    // sample); a library just loaded (an import) is found within that.
+    if (!m && mono_ns() - last_refresh_ns_ > 20000000ULL && refresh()) m = dwfl_addrmodule(dwfl_, pc);
+    return m;
+}
+
+std::string ProcessModules::path_of(Dwfl_Module* m) {
+    const char* name = dwfl_module_info(m, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+    return name ? name : "";
+}
+
+}  // namespace pbp::native
