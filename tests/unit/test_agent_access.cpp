@@ -26,6 +26,7 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -669,6 +670,42 @@ TEST_F(AgentAccess, AdminBySupplementaryGroupAllowedAnything) {
     EXPECT_TRUE(Policy{}.is_admin(caller_of(User{"root", 0, 0})));
     EXPECT_EQ(check(caller_of(User{"root", 0, 0}), theirs.pid(), why), Verdict::Allowed) << why;
     EXPECT_EQ(why, "you are root: you may profile " + named(theirs.pid()) + ", whoever's it is");
+}
+
+// --native's kernel frames: admins always; others where kernel.perf_event_paranoid lets a user
+// record kernel call chains of their own processes (1 or less), as perf does.
+TEST_F(AgentAccess, KernelFramesFollowPerfEventParanoid) {
+    char tmpl[] = "/tmp/pbp-paranoid-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string dir = tmpl, file = dir + "/paranoid";
+    Policy policy;
+    policy.admin_gid = admins_;
+    const Caller user = caller_of(a_), adm = caller_of(adm_, {admins_}), root = caller_of(User{"root", 0, 0});
+    auto level = [&](const std::string& v) {
+        std::ofstream(file) << v;
+    };
+    std::string why;
+    for (const char* v : {"-1\n", "0\n", "1\n"}) {
+        level(v);
+        EXPECT_TRUE(agent::may_see_kernel_frames(user, policy, why, file)) << v;
+    }
+    for (const char* v : {"2\n", "3\n", "4"}) {
+        level(v);
+        why.clear();
+        EXPECT_FALSE(agent::may_see_kernel_frames(user, policy, why, file)) << v;
+        EXPECT_EQ(why, std::string("kernel frames are shown to root and the agent's admin group only: "
+                                   "kernel.perf_event_paranoid is ") +
+                           v[0] + ", which keeps kernel stacks from other users (1 or less would allow them, as for perf)");
+        EXPECT_TRUE(agent::may_see_kernel_frames(adm, policy, why, file));
+        EXPECT_TRUE(agent::may_see_kernel_frames(root, Policy{}, why, file));
+    }
+    // Unreadable or not a number: not shown.
+    level("many");
+    EXPECT_FALSE(agent::may_see_kernel_frames(user, policy, why, file));
+    EXPECT_NE(why.find("is unreadable"), std::string::npos) << why;
+    EXPECT_FALSE(agent::may_see_kernel_frames(user, policy, why, dir + "/none"));
+    EXPECT_TRUE(agent::may_see_kernel_frames(adm, policy, why, dir + "/none"));
+    std::filesystem::remove_all(dir);
 }
 
 TEST_F(AgentAccess, GroupIds) {

@@ -134,12 +134,13 @@ TEST(AgentProtocol, StartDefaults) {
     EXPECT_TRUE(s.progress);
     EXPECT_EQ(s.mode, "cpu");
     EXPECT_EQ(s.min_block_us, 1000);
+    EXPECT_FALSE(s.native);
 }
 
 TEST(AgentProtocol, ParsesEveryStartField) {
     Request r = parse_ok(R"({"v":1,"op":"start","launched_pid":77,"command":["python3","-c","print(1)\n"],
         "rate_hz":199.5,"duration_s":2678400,"max_depth":1024,"format":"pprof","report":true,
-        "group_by":"pod","progress":false,"mode":"wall","min_block_us":2500})");
+        "group_by":"pod","progress":false,"mode":"wall","min_block_us":2500,"native":true})");
     const StartRequest& s = r.start;
     EXPECT_EQ(s.launched_pid, 77);
     EXPECT_EQ(s.command, (std::vector<std::string>{"python3", "-c", "print(1)\n"}));
@@ -152,6 +153,7 @@ TEST(AgentProtocol, ParsesEveryStartField) {
     EXPECT_FALSE(s.progress);
     EXPECT_EQ(s.mode, "wall");
     EXPECT_EQ(s.min_block_us, 2500);
+    EXPECT_TRUE(s.native);
 
     r = parse_ok(R"({"v":1,"op":"start","pids":[1,4194304,300],"rate_hz":1,"duration_s":0.25,"max_depth":0})");
     EXPECT_EQ(r.start.pids, (std::vector<pid_t>{1, 4194304, 300}));
@@ -183,6 +185,7 @@ TEST(AgentProtocol, RoundTripsEveryOp) {
     r.start.progress = false;
     r.start.mode = "wall";
     r.start.min_block_us = 250;
+    r.start.native = true;
     requests.push_back(r);
     r.start = StartRequest{};
     r.start.all_python = true;
@@ -421,7 +424,7 @@ TEST(AgentProtocol, FormatRules) {
 }
 
 TEST(AgentProtocol, BoolFieldsAreExact) {
-    for (const char* field : {"report", "progress"}) {
+    for (const char* field : {"report", "progress", "native", "async"}) {
         for (const char* bad : {"0", "1", "\"true\"", "null", "[true]"})
             EXPECT_EQ(error_of(start_with(std::string(",\"") + field + "\":" + bad)),
                       std::string("field '") + field + "' must be true or false (got " + bad + ")");

@@ -80,12 +80,10 @@ TEST(PyspyOptions, OptionsNotHonouredYetAreOneLineErrors) {
         std::string arg, named, why;
     };
     for (const Case& c : std::vector<Case>{
-             {"--native", "-n/--native", "native (C/C++) frames are not supported yet"},
-             {"-n", "-n/--native", "native (C/C++) frames are not supported yet"},
              {"--function", "-F/--function", "by a function's first line is not supported yet"},
              {"-F", "-F/--function", "by a function's first line is not supported yet"},
              {"--nolineno", "--nolineno", "without line numbers are not supported yet"}}) {
-        // Where Ray puts --native: last.
+        // Where Ray puts its options: last.
         Parsed p = parse({"record", "-o", "/tmp/f.svg", "-p", "42", "-d", "5", "-f", "flamegraph", c.arg});
         EXPECT_FALSE(p.ok) << c.arg;
         EXPECT_EQ(p.code, 2) << c.arg;
@@ -98,15 +96,27 @@ TEST(PyspyOptions, OptionsNotHonouredYetAreOneLineErrors) {
         // First on the line, or in a group of short flags, too.
         EXPECT_FALSE(parse({"record", c.arg, "-p", "42"}).ok) << c.arg;
     }
-    Parsed grouped = parse({"record", "-sn", "-p", "42"});
+    Parsed grouped = parse({"record", "-sF", "-p", "42"});
     EXPECT_FALSE(grouped.ok);
-    EXPECT_NE(grouped.err.find("-n/--native: "), std::string::npos) << grouped.err;
+    EXPECT_NE(grouped.err.find("-F/--function: "), std::string::npos) << grouped.err;
     Parsed chrome = parse({"record", "-p", "42", "-f", "chrometrace"});
     EXPECT_FALSE(chrome.ok);
     EXPECT_EQ(chrome.code, 2);
     EXPECT_EQ(chrome.err,
               "pybpfprof-py-spy: -f chrometrace is not supported: pybpfprof writes flamegraph (an SVG flame graph), raw "
               "(folded stacks) or speedscope; choose one of those\n");
+}
+
+// py-spy's --native is pybpfprof's --native, long, short, grouped, and last as Ray puts it.
+TEST(PyspyOptions, NativeIsNative) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"record", "-p", "42", "--native"}, {"record", "-n", "-p", "42"},
+          {"record", "-sn", "-p", "42"}, {"record", "-o", "/tmp/f.svg", "-p", "42", "-d", "5", "-f", "flamegraph", "--native"}}) {
+        Parsed p = parse(args);
+        ASSERT_TRUE(p.ok) << p.err;
+        EXPECT_TRUE(p.o.native) << args.back();
+    }
+    EXPECT_FALSE(parse({"record", "-p", "42"}).o.native);
 }
 
 // Options whose meaning pybpfprof always gives, or that change nothing it does.

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59  // Linux 4.13
@@ -292,6 +293,20 @@ std::string group_name(gid_t gid) {
         }
         return e == 0 && res && res->gr_name ? std::string(res->gr_name) : std::to_string(gid);
     }
+}
+
+bool may_see_kernel_frames(const Caller& c, const Policy& p, std::string& why, const std::string& paranoid_path) {
+    if (p.is_admin(c)) return true;
+    std::ifstream f(paranoid_path);
+    long level = 0;
+    if (!(f >> level)) {
+        why = "kernel frames are shown to root and the agent's admin group only (" + paranoid_path + " is unreadable)";
+        return false;
+    }
+    if (level <= 1) return true;
+    why = "kernel frames are shown to root and the agent's admin group only: kernel.perf_event_paranoid is " +
+          std::to_string(level) + ", which keeps kernel stacks from other users (1 or less would allow them, as for perf)";
+    return false;
 }
 
 std::optional<gid_t> group_id(const std::string& name_or_number) {

@@ -42,6 +42,14 @@ struct Policy {
     bool is_admin(const Caller& c) const;      // uid 0, or a member of admin_gid
 };
 
+// --native through the agent: may the caller see the kernel frames of the processes it may
+// profile? Admins may. Others may where the kernel would let them record kernel call chains
+// of their own processes with perf: kernel.perf_event_paranoid at 1 or below (2, and
+// Debian's 3, keep kernel stacks from unprivileged users; so does /proc/PID/stack, root's
+// only). paranoid_path: the sysctl's file (tests point it elsewhere). false + why (one line).
+bool may_see_kernel_frames(const Caller& c, const Policy& p, std::string& why,
+                           const std::string& paranoid_path = "/proc/sys/kernel/perf_event_paranoid");
+
 // Resolves a group name (or number) for --admin-group. nullopt if there is none: a name must
 // exist in the group database; a number is taken as it is (any but -1), named or not.
 std::optional<gid_t> group_id(const std::string& name_or_number);

@@ -222,7 +222,7 @@ const std::set<std::string>& allowed_fields(Request::Op op) {
     static const std::set<std::string> start = {"v",          "op",        "pids",   "all_python", "cgroups",
                                                 "launched_pid", "command",   "rate_hz", "duration_s", "max_depth",
                                                 "format",     "report",    "group_by", "progress", "children",
-                                                "mode",       "min_block_us", "async"};
+                                                "mode",       "min_block_us", "async",   "native"};
     static const std::set<std::string> snapshot = {"v", "op", "format", "report"};
     static const std::set<std::string> stop = {"v", "op", "output_name"};
     static const std::set<std::string> status = {"v", "op"};
@@ -366,6 +366,7 @@ bool parse_start(const json& obj, const std::vector<std::string>& formats, Start
                                    got_text(*it));
     }
     if (!check_bool(obj, "async", s.async_tasks, error)) return false;
+    if (!check_bool(obj, "native", s.native, error)) return false;
     return check_bool(obj, "progress", s.progress, error);
 }
 
@@ -557,6 +558,7 @@ std::string encode_request(const Request& r) {
             j["mode"] = s.mode;
             if (s.mode == "wall") j["min_block_us"] = s.min_block_us;
             if (s.async_tasks) j["async"] = true;
+            if (s.native) j["native"] = true;
             break;
         }
         case Request::Op::Snapshot:

@@ -66,6 +66,7 @@ struct StartRequest {
     std::string mode = "cpu";          // "cpu", "wall" or "gil" (the engine's ProfileMode)
     int64_t min_block_us = kDefaultMinBlockUs;  // only with mode "wall"
     bool async_tasks = false;          // "async": samples under their asyncio task chain (--async)
+    bool native = false;               // "native": kernel and native frames with the Python ones (--native)
     bool operator==(const StartRequest&) const = default;
 };
 struct SnapshotRequest {

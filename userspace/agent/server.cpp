@@ -438,6 +438,13 @@ void Server::start(Conn& c, const StartRequest& r) {
              false);
         return;
     }
+    if (r.native && !cfg_.native) {
+        fail(c, failure_code(Failure::CannotProfile),
+             "--native: this agent was started with --no-native; ask its administrator to restart it without, "
+             "or run without --native",
+             false);
+        return;
+    }
     if (sessions_of(caller.uid) >= cfg_.max_sessions_per_user) {
         fail(c, "limit",
              who + " already has " + std::to_string(cfg_.max_sessions_per_user) +
@@ -474,6 +481,9 @@ void Server::start(Conn& c, const StartRequest& r) {
     parse_mode(r.mode, sc.mode);  // parse_request allowed only the names parse_mode knows
     sc.min_block_ns = static_cast<uint64_t>(r.min_block_us) * 1000;
     sc.async_tasks = r.async_tasks;
+    sc.native = r.native;
+    std::string no_kernel;
+    if (r.native) sc.kernel_frames = may_see_kernel_frames(caller, policy_, no_kernel);
     if (!admin) {
         Policy policy = policy_;
         sc.admit = [caller, policy](pid_t pid, std::string& why) {
@@ -481,6 +491,7 @@ void Server::start(Conn& c, const StartRequest& r) {
         };
     }
     if (r.all_python && !admin) c.scope = "every CPython process of user " + (caller.user.empty() ? std::to_string(caller.uid) : caller.user) + " (uid " + std::to_string(caller.uid) + ")";
+    if (!no_kernel.empty()) send(c, event_json({EngineEvent::Warning, 0, false, 0, "--native: " + no_kernel}));
     if (r.max_depth > 0 && static_cast<uint32_t>(r.max_depth) < engine_->max_depth())
         send(c, event_json({EngineEvent::Warning, 0, false, 0,
                             "--max-depth is not applied through the agent yet: stacks are walked to " +
@@ -768,6 +779,10 @@ int run_agent(const AgentConfig& given, const std::atomic<int>& stop, std::strin
     ec.execs_only_in_cgroups = false;  // sessions of every kind share the program
     ec.idle_without_sessions = true;
     ec.knobs = cfg.knobs;
+    // --native sessions: the capture of registers and user stacks is loaded (where the kernel
+    // has it; a session asking elsewhere is refused with the reason) and used only for the
+    // processes of sessions that ask. Its cost at rest: a larger ring buffer (32 MiB).
+    ec.native = cfg.native;
     Status st;
     auto engine = Engine::start(ec, st);
     if (!engine) {

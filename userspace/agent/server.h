@@ -28,6 +28,7 @@ struct AgentConfig {
     double rate_hz = 99;               // the default rate of a session that names none
     std::string btf_path;
     std::string node_root = "/";
+    bool native = true;                // serve --native sessions (off: --no-native)
     Knobs knobs;
 };
 

@@ -91,11 +91,6 @@ bool agent_reachable(const std::string& path) {
 }
 
 int run_via_agent(const Options& o, const std::string& path) {
-    if (o.native) {
-        err("--native is not available through the agent yet: run pybpfprof as root (or with CAP_BPF and "
-            "CAP_PERFMON), or without --native");
-        return kExitBadInput;
-    }
     auto exporter = make_exporter(o.format);
     std::string out_path, error;
     if (!resolve_output(o, *exporter, out_path, error)) return err(error), kExitBadInput;
@@ -124,6 +119,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     s.mode = mode_name(o.mode);
     s.min_block_us = static_cast<int64_t>(o.min_block_ns / 1000);
     s.async_tasks = o.async_tasks;
+    s.native = o.native;
     Launcher launcher;
     if (!o.command.empty()) {
         // Forked here, as this user, and held before exec until the agent follows it.

@@ -36,6 +36,10 @@ int agent_command(int argc, char** argv) {
         ->check(CLI::Range(1.0, 86400.0));
     app.add_option("--btf", cfg.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
     app.add_option("--node-root", cfg.node_root, "Where the node's root file system is (in a container: /host)");
+    bool no_native = false;
+    app.add_flag("--no-native", no_native,
+                 "Serve no --native session: the capture of user stacks is not loaded, and its 32 MiB ring buffer "
+                 "not allocated");
     auto* status = app.add_subcommand("status", "List the sessions (yours; every session for root and admins)");
     status->fallthrough();  // --socket after "status" too
     try {
@@ -48,6 +52,7 @@ int agent_command(int argc, char** argv) {
     }
     if (status->parsed()) return agent_status(cfg.socket_path);
     cfg.max_session_bytes = static_cast<size_t>(max_session_mb * (1 << 20));
+    cfg.native = !no_native;
     cfg.knobs = Knobs::from_environment();
     install_signals();
     std::string error;

@@ -58,11 +58,12 @@ constexpr const char* kRecordHelp =
     "  -g, --gil              Only the samples that hold the GIL: pybpfprof's --mode gil. With --idle too,\n"
     "                         still --mode gil: a thread holds the GIL to run Python, so py-spy's idle\n"
     "                         GIL holders are not kept (off-CPU time is only sampled in wall mode)\n"
+    "  -n, --native           Native (C/C++) and kernel frames with the Python ones, at their place:\n"
+    "                         pybpfprof's --native (kernel 5.17+); the target is not stopped\n"
     "      --hideprogress     No progress line\n"
     "  -h, --help             This help\n"
     "\n"
     "Not supported yet (each is a one-line error and exit 2, never silently ignored):\n"
-    "  -n, --native           native (C/C++) frames\n"
     "  -F, --function         lines aggregated to the function's first line\n"
     "      --nolineno         frames without line numbers\n"
     "  -f chrometrace         Chrome trace output\n"
@@ -123,9 +124,7 @@ const Opt kRecordOpts[] = {
     {Id::Nonblocking, "nonblocking", 0, false, nullptr},
     {Id::HideProgress, "hideprogress", 0, false, nullptr},
     {Id::Help, "help", 'h', false, nullptr},
-    {Id::Native, "native", 'n', false,
-     "native (C/C++) frames are not supported yet (they come with pybpfprof's native-frame support); run without "
-     "--native"},
+    {Id::Native, "native", 'n', false, nullptr},
     {Id::Idle, "idle", 'i', false, nullptr},
     {Id::Gil, "gil", 'g', false, nullptr},
     {Id::Function, "function", 'F', false,
@@ -204,6 +203,7 @@ bool apply(const Opt& opt, const std::string& v, Options& o, Flags& flags, int& 
         case Id::HideProgress: o.quiet = true; return true;
         case Id::Idle: flags.idle = true; return true;
         case Id::Gil: flags.gil = true; return true;
+        case Id::Native: o.native = true; return true;
         case Id::Threads:        // every output is split by process and thread already
         case Id::FullFilenames:  // frames always carry the full co_filename
         case Id::Nonblocking:    // the target is never stopped

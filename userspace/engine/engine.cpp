@@ -663,6 +663,8 @@ void Engine::on_sample(const pbp_event& e) {
     if (native_ && e.kind == PBP_KIND_CPU)
         if (auto n = native_pids_.find(static_cast<pid_t>(e.pid)); n != native_pids_.end())
             native_stack = native_->stack_for(e, stack, n->second);
+    // Made when a session asks for them: without kernel frames, and --native with --async.
+    std::optional<uint32_t> user_stack, native_task_stack[2];
     for (Session* s : it->second) {
         if (e.stack_id && !s->unannounced_.empty()) {
             // (Not once it has exec'd, which the exec record queued behind this sample will
@@ -671,7 +673,22 @@ void Engine::on_sample(const pbp_event& e) {
                 u != s->unannounced_.end() && procfs::exe(it->first) == u->second.exe)
                 announce(*s, u->second.event);
         }
-        const uint32_t stack_here = s->cfg_.async_tasks ? task_stack : s->cfg_.native ? native_stack : stack;
+        uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;
+        if (s->cfg_.native && native_stack != stack) {
+            // Kernel frames left out (a caller who may not see them), then the task chain.
+            const bool k = s->cfg_.kernel_frames;
+            uint32_t n = native_stack;
+            if (!k) {
+                if (!user_stack) user_stack = store_->without_kernel_frames(native_stack);
+                n = *user_stack;
+            }
+            if (s->cfg_.async_tasks && task_stack != stack) {
+                auto& t = native_task_stack[k];
+                if (!t) t = with_task(e, stack, n);
+                n = *t;
+            }
+            stack_here = n;
+        }
         // Not what was queued before it began, nor after it ended (stop() reads what is pending).
         if (e.ts_ns < s->start_mono_ns_ || (s->end_mono_ns_ && e.ts_ns > s->end_mono_ns_)) continue;
         const ProfileMode mode = s->cfg_.mode;
@@ -1034,10 +1051,11 @@ uint32_t Engine::stack_for(const pbp_event& e) {
     return store_->stack_for(e);
 }
 
-uint32_t Engine::with_task(const pbp_event& e, uint32_t stack) {
-    if (!e.async_task || !async_pids_.count(static_cast<pid_t>(e.pid))) return stack;
+uint32_t Engine::with_task(const pbp_event& e, uint32_t stack, std::optional<uint32_t> over) {
+    const uint32_t base = over ? *over : stack;
+    if (!e.async_task || !async_pids_.count(static_cast<pid_t>(e.pid))) return base;
     const AsyncioTasks::Chain* ch = asyncio_->chain(static_cast<pid_t>(e.pid), e.async_task);
-    return ch ? store_->task_stack(e, stack, ch->names, ch->coro_code) : stack;
+    return ch ? store_->task_stack(e, stack, ch->names, ch->coro_code, over) : base;
 }
 
 void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {

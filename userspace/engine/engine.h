@@ -131,6 +131,9 @@ struct SessionConfig {
     // --native: each on-CPU sample's stack holds its kernel and native frames with its Python
     // frames at their place (userspace/native/merge.h). Needs EngineConfig::native.
     bool native = false;
+    // With native: the kernel frames too. Off, they are left out (the agent's callers who may
+    // not see kernel stacks: agent/server.cpp).
+    bool kernel_frames = true;
 };
 
 // What the engine tells a session's owner while it runs.
@@ -316,7 +319,8 @@ private:
     // machine state (PBP_PROC_NATIVE), else no longer.
     void update_native(pid_t pid);
     // --async: stack under the task chain of e's running task (its plain stack when none).
-    uint32_t with_task(const pbp_event& e, uint32_t stack);
+    // over: e's --native stack, whose Python frames are stack's, to put under the chain instead.
+    uint32_t with_task(const pbp_event& e, uint32_t stack, std::optional<uint32_t> over = std::nullopt);
     // Samples at the fastest rate among the sessions and one about to join (joining_hz, 0 for
     // none); false and error when the perf events cannot be reopened (the old rate is kept).
     bool apply_rate(double joining_hz, std::string& error);

@@ -20,6 +20,11 @@ void StackStore::forget_process(pid_t pid) {
     task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
 }
 
+namespace {
+// A frame of the interpreter's (not a marker, a native or a kernel frame).
+bool is_python(const Frame& f) { return f.kind == FrameKind::Python && !f.synthetic; }
+}  // namespace
+
 uint32_t StackStore::wait_frame(uint32_t wait) {
     Frame f;
     f.name = wait_leaf(static_cast<WaitReason>(wait));
@@ -163,9 +168,9 @@ uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& l
 }
 
 uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::vector<std::string>& chain,
-                                uint64_t coro_code) {
+                                uint64_t coro_code, std::optional<uint32_t> over) {
     const pid_t pid = static_cast<pid_t>(e.pid);
-    auto& by_chain = task_stacks_[{pid, e.stack_id, coro_code, plain}];
+    auto& by_chain = task_stacks_[{pid, e.stack_id, coro_code, over ? *over : plain}];
     auto known = by_chain.find(chain);
     if (known != by_chain.end()) return known->second;
 
@@ -184,7 +189,20 @@ uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::v
         int outer = -1;
         for (uint32_t i = 0; i < buf_->depth && i < PBP_MAX_DEPTH; i++)
             if (buf_->frames[i].code == coro_code) outer = static_cast<int>(i);
-        if (outer >= 0) {
+        if (outer >= 0 && over) {
+            // The same Python frame in the --native stack: the (outer + 1)th from the leaf.
+            const auto& whole = stacks_.at(*over);
+            uint32_t python = 0, plain_python = 0;
+            for (uint32_t f : whole) python += is_python(frames_.at(f));
+            for (uint32_t f : stacks_.at(plain)) plain_python += is_python(frames_.at(f));
+            if (python == plain_python && plain_python == buf_->depth) {
+                size_t at = whole.size(), seen = 0;
+                while (at > 0 && seen < static_cast<size_t>(outer) + 1) seen += is_python(frames_.at(whole[--at]));
+                frames.insert(frames.end(), whole.begin() + static_cast<std::ptrdiff_t>(at), whole.end());
+                problem = problem_[*over];
+                cut = true;
+            }
+        } else if (outer >= 0) {
             buf_->depth = static_cast<uint32_t>(outer) + 1;
             std::map<std::string, uint64_t> problems;
             auto own = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
@@ -197,13 +215,26 @@ uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::v
         }
     }
     if (!cut) {
-        const auto& whole = stacks_.at(plain);
+        const auto& whole = stacks_.at(over ? *over : plain);
         frames.insert(frames.end(), whole.begin(), whole.end());
+        if (over) problem = problem_[*over];
     }
     uint32_t idx = stacks_.intern(frames);
     if (problem_.size() <= idx) problem_.resize(idx + 1);
     problem_[idx] = problem;
     by_chain.emplace(chain, idx);
+    return idx;
+}
+
+uint32_t StackStore::without_kernel_frames(uint32_t stack) {
+    if (auto it = without_kernel_.find(stack); it != without_kernel_.end()) return it->second;
+    std::vector<uint32_t> kept;
+    for (uint32_t f : stacks_.at(stack))
+        if (frames_.at(f).kind != FrameKind::Kernel) kept.push_back(f);
+    const uint32_t idx = kept.size() == stacks_.at(stack).size() ? stack : stacks_.intern(kept);
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    if (idx != stack) problem_[idx] = problem_[stack];
+    without_kernel_.emplace(stack, idx);
     return idx;
 }
 

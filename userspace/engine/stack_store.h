@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <string>
 #include <unordered_map>
@@ -56,8 +57,14 @@ public:
     // coro_code) to the leaf. The event loop's frames below the task are left out, as CPython's
     // async-aware views show a task (Modules/_remote_debugging: a task's stack ends at its
     // coroutine's frame). When coro_code is not in the stack, the chain goes above all of it.
+    // over: e's --native stack (Python frames those of plain, kernel and native ones between):
+    // it is cut above the same Python frame, which keeps the native and kernel frames from
+    // the coroutine's frame to the leaf; when its Python frames are not plain's, it is kept
+    // whole under the chain.
     uint32_t task_stack(const pbp_event& e, uint32_t plain, const std::vector<std::string>& chain,
-                        uint64_t coro_code);
+                        uint64_t coro_code, std::optional<uint32_t> over = std::nullopt);
+    // stack without its kernel frames (FrameKind::Kernel): for callers who may not see them.
+    uint32_t without_kernel_frames(uint32_t stack);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).
@@ -113,7 +120,9 @@ private:
     std::unique_ptr<pbp_stack> buf_;
     std::vector<StackMove> moves_;
     // task_stack's results: (pid, stack id, coroutine code, plain stack) -> (chain -> stack)
+    // (pid, stack id, coroutine code, the stack under the chain) -> chain -> stack.
     std::map<std::tuple<pid_t, uint64_t, uint64_t, uint32_t>, std::map<std::vector<std::string>, uint32_t>> task_stacks_;
+    std::unordered_map<uint32_t, uint32_t> without_kernel_;  // stack -> the same without kernel frames
 };
 
 }  // namespace pbp
