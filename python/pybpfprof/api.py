@@ -109,7 +109,7 @@ class Profile(object):
     ``mode`` and ``min_block`` are what was asked (see profile())."""
 
     def __init__(self, path, rate=99, pids=None, children=True, duration=None, report=None, format=None,
-                 socket_path=None, backend="auto", mode="cpu", min_block=None):
+                 socket_path=None, backend="auto", mode="cpu", min_block=None, native=False):
         self.path = os.fspath(path)
         fmt = format.lower() if isinstance(format, str) else format
         if fmt is None:
@@ -126,8 +126,9 @@ class Profile(object):
         # but a typo in a path is better said at once).
         self._session = Session(pids=pids, children=children, rate=rate, duration=duration, format=fmt,
                                 report=self.report_path is not None, socket_path=socket_path, backend=backend,
-                                mode=mode, min_block=min_block)
+                                mode=mode, min_block=min_block, native=native)
         self.rate = rate
+        self.native = native
         self.mode = self._session.mode
         self.min_block = self._session.min_block
         self.pids = self._session.pids
@@ -250,7 +251,7 @@ class Profile(object):
 
 
 def profile(path, rate=99, pids=None, children=True, duration=None, report=None, format=None, mode="cpu",
-            min_block=None, **kwargs):
+            min_block=None, native=False, **kwargs):
     """Profiles the block into ``path``::
 
         with pybpfprof.profile("out.html") as p:
@@ -265,7 +266,8 @@ def profile(path, rate=99, pids=None, children=True, duration=None, report=None,
     time, the default), "wall" (on- and off-CPU time: where threads wait too) or "gil" (only
     the samples that hold the GIL), as ``pybpfprof --mode``; ``min_block``: with "wall", the
     off-CPU interval in seconds under which intervals are summed rather than kept one by one
-    (10e-6 to 1, default 0.001), as ``--min-block`` (docs/modes.md). Also ``socket_path`` (the
+    (10e-6 to 1, default 0.001), as ``--min-block`` (docs/modes.md). ``native``: native (C,
+    C++) and kernel frames with the Python ones, as ``--native`` (docs/native.md). Also ``socket_path`` (the
     agent's socket) and ``backend`` ("auto", "agent", "direct"), as for Session.
 
     Goes through the local pybpfprof agent, or runs the pybpfprof binary when there is
@@ -273,4 +275,4 @@ def profile(path, rate=99, pids=None, children=True, duration=None, report=None,
     is possible, ProfilingError when the agent refuses. The file is written atomically
     at the end of the block, also when the block raises (its exception propagates)."""
     return Profile(path, rate=rate, pids=pids, children=children, duration=duration, report=report, format=format,
-                   mode=mode, min_block=min_block, **kwargs)
+                   mode=mode, min_block=min_block, native=native, **kwargs)

@@ -247,7 +247,9 @@ class Session(object):
     a leaf saying why they waited) or "gil" (the on-CPU samples that hold the GIL); see
     docs/modes.md. ``min_block``: with mode "wall", the off-CPU interval in seconds under
     which intervals are summed per thread and reason rather than kept one by one (10e-6 to 1;
-    default 0.001).
+    default 0.001). ``native``: each on-CPU sample also has its native (C, C++) and kernel
+    frames, with the Python frames at their place, as ``pybpfprof --native`` (docs/native.md;
+    through the agent, kernel frames only for those who may see kernel stacks).
 
     Thread-safe: start, snapshot and stop may be called from different threads (one
     request at a time). Warnings of the agent are issued (warnings.warn, category
@@ -255,8 +257,11 @@ class Session(object):
 
     def __init__(self, pids=None, children=True, rate=99, duration=None, format="speedscope", report=False,
                  socket_path=None, backend="auto", on_event=None, timeout=30.0, binary=None, mode="cpu",
-                 min_block=None):
+                 min_block=None, native=False):
         self.pids = _protocol.check_pids(os.getpid() if pids is None else pids)
+        if not isinstance(native, bool):
+            raise TypeError("native must be True or False (got %r)" % (native,))
+        self.native = native
         self.mode, self._min_block_us = _protocol.check_mode(mode, min_block)
         self.min_block = None if self._min_block_us is None else self._min_block_us / 1e6
         self.children = bool(children)
@@ -483,6 +488,8 @@ class _AgentSession(_Common):
             req["mode"] = s.mode
         if s._min_block_us is not None:
             req["min_block_us"] = s._min_block_us
+        if s.native:
+            req["native"] = True
         try:
             _protocol.send_request(self.sock, req)
             deadline = time.monotonic() + s.timeout
@@ -653,6 +660,8 @@ class _DirectSession(_Common):
             cmd += ["--mode", s.mode]
         if s._min_block_us is not None:
             cmd += ["--min-block", "%dus" % s._min_block_us]
+        if s.native:
+            cmd.append("--native")
         self.t0 = time.monotonic()
         # Its own session: a Ctrl-C at the terminal reaches this program, which stops it.
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -118,6 +118,39 @@ def leaf_lines(doc, frames, function):
     return lines
 
 
+def native_shares(doc, frames, function):
+    """Of the samples with function in their stack: how many, how many with a native frame
+    (its library in speedscope's "file": an ELF path), how many with a kernel frame (file
+    "[kernel]")."""
+    n = native = kernel = 0
+    for p in doc["profiles"]:
+        for s in p.get("samples", []):
+            names = [frames[i]["name"] for i in s]
+            if not any(name == function or name.endswith("." + function) for name in names):
+                continue
+            n += 1
+            files = [frames[i].get("file", "") for i in s]
+            native += any(f.startswith("/") and not f.endswith(".py") for f in files)
+            kernel += "[kernel]" in files
+    return n, native, kernel
+
+
+def perf_event_paranoid():
+    with open("/proc/sys/kernel/perf_event_paranoid") as f:
+        return int(f.read())
+
+
+def kernel_read_loop(seconds):
+    """Reads /dev/zero in a loop: time in the kernel's read path, under this function."""
+    fd = os.open("/dev/zero", os.O_RDONLY)
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            os.read(fd, 1 << 20)
+    finally:
+        os.close(fd)
+
+
 def wait_seconds_under(doc, frames, function, leaf="[sleeping]"):
     """Seconds of the samples whose innermost frame is leaf (a wait) right under function (its
     name, or its qualified name from 3.11)."""
@@ -652,7 +685,8 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
                 return "close"
 
         for kwargs, sent in (({}, {}), ({"mode": "gil"}, {"mode": "gil"}), ({"mode": "wall"}, {"mode": "wall"}),
-                             ({"mode": "Wall", "min_block": 0.0005}, {"mode": "wall", "min_block_us": 500})):
+                             ({"mode": "Wall", "min_block": 0.0005}, {"mode": "wall", "min_block_us": 500}),
+                             ({"native": True}, {"native": True}), ({"native": False}, {})):
             a = self.agent(script)
             s = pybpfprof.Session(pids=[123], socket_path=a.path, **kwargs).start()
             r = s.stop()
@@ -660,6 +694,9 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
             want.update(sent)
             self.assertEqual(a.requests[0], want)
             self.assertEqual(r.mode, sent.get("mode", "cpu"))
+        for bad in ("yes", 1, None):
+            with self.assertRaisesRegex(TypeError, "native must be True or False"):
+                pybpfprof.Session(pids=[123], native=bad)
 
     def test_a_refused_start_and_a_refused_snapshot(self):
         def script(conn, req):
@@ -821,6 +858,29 @@ class AgentApi(Helpers):
         self.assertGreater(slept, 0.45, wait_leaves(doc, frames))
         self.assertLess(slept, 0.5 + 0.25, wait_leaves(doc, frames))
         self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
+
+    def test_native_frames_through_the_agent(self):
+        # The interpreter's own C frames (main, Py_RunMain, ...: its executable or libpython)
+        # are in every sample with the Python ones; kernel frames only for users who may see
+        # kernel stacks (kernel.perf_event_paranoid <= 1), else left out with a warning.
+        path = out("native.speedscope.json")
+        with pybpfprof.profile(path, rate=199, native=True) as p:
+            self.assertEqual(p.backend, "agent")
+            hot_loop(1.0)
+            kernel_read_loop(1.0)
+        doc, frames = read_speedscope(path)
+        n, native, _ = native_shares(doc, frames, "hot_loop")
+        self.assertGreater(n, 20, p.top_text)
+        self.assertGreaterEqual(native, n * 0.95, (n, native))
+        n, native, kernel = native_shares(doc, frames, "kernel_read_loop")
+        self.assertGreater(n, 20, p.top_text)
+        hidden = [w for w in p.warnings if "kernel frames are shown to root and the agent's admin group only" in w]
+        if perf_event_paranoid() >= 2:
+            self.assertEqual(kernel, 0, "kernel frames for a user the kernel keeps them from")
+            self.assertEqual(len(hidden), 1, p.warnings)
+        else:
+            self.assertGreater(kernel, n * 0.5, (n, kernel))
+            self.assertEqual(hidden, [], p.warnings)
 
     def test_gil_mode_through_the_agent(self):
         with pybpfprof.profile(out("gil.json"), mode="gil") as p:
@@ -1085,6 +1145,22 @@ class RootDirect(Helpers):
         self.assertIn("  mode wall: %.3f s on CPU, %.3f s off CPU" % (p.on_cpu, p.off_cpu), p.result.log)
         self.assertIn("than the 2.5 ms --min-block", p.result.log)
         self.assertIn("hot_loop (%s:%d)" % (THIS_FILE, HOT_LINE), p.top_text)
+
+    def test_native_frames_through_the_binary(self):
+        # As root: native and kernel frames, no warning.
+        path = out("root-native.speedscope.json")
+        with pybpfprof.profile(path, rate=199, native=True) as p:
+            self.assertEqual(p.backend, "direct")
+            hot_loop(1.0)
+            kernel_read_loop(1.0)
+        doc, frames = read_speedscope(path)
+        n, native, _ = native_shares(doc, frames, "hot_loop")
+        self.assertGreater(n, 20, p.result.log)
+        self.assertGreaterEqual(native, n * 0.95, (n, native))
+        n, native, kernel = native_shares(doc, frames, "kernel_read_loop")
+        self.assertGreater(n, 20, p.result.log)
+        self.assertGreater(kernel, n * 0.5, (n, kernel))
+        self.assertNotIn("kernel frames are shown", p.result.log)
 
     def test_profile_of_its_children(self):
         path = out("root-children.json")
