@@ -1,16 +1,25 @@
 // --native (issue 17), with real BPF and real processes: a C extension built here without frame
 // pointers shows its frames under the Python frame that called it, in order and once each; a
-// loop of reads shows kernel frames under the Python line.
+// loop of reads shows kernel frames under the Python line. Through a real agent, for real
+// unprivileged users: the same chain, kernel frames only for those who may see kernel stacks,
+// and never a byte of the stacks BPF copied.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
+#include "real_agent.h"
 #include "test_support.h"
 
+using namespace pbp;
 using namespace pbp::test;
 
 namespace {
@@ -88,16 +97,14 @@ protected:
     std::string dir;
 };
 
-// Python outer() -> ext.a() -> b(), which spins: >= 95% of the samples of the chain show exactly
-// outer, a, b at the leaf, in that order, each once.
-TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
-    const Interpreter& in = GetParam();
+// Builds tests/workloads/native_chain_ext.c for interpreter in, with its headers, into ext_dir
+// (a path as the interpreter sees it: under its root). "" or why not.
+std::string build_extension(const Interpreter& in, const std::string& ext_dir) {
     const std::string include = sysconfig(in, "sysconfig.get_paths()['include']");
     const std::string suffix = sysconfig(in, "sysconfig.get_config_var('EXT_SUFFIX')");
-    PBP_REQUIRE(!include.empty() && std::filesystem::exists(in.root + include + "/Python.h"),
-                in.name + ": no Python.h (its -dev package) to build the test extension with");
+    if (include.empty() || !std::filesystem::exists(in.root + include + "/Python.h"))
+        return in.name + ": no Python.h (its -dev package) to build the test extension with";
     // Built on the host against the interpreter's headers, into a directory it sees.
-    const std::string ext_dir = in.root.empty() ? dir : "/tmp/pbp-native-ext";
     std::filesystem::create_directories(in.root + ext_dir);
     std::vector<std::string> cc_argv{"cc", "-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-I" + in.root + include};
     // Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>: the chroot's, after the host's own headers.
@@ -105,7 +112,43 @@ TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
     for (std::string a : {std::string("-o"), in.root + ext_dir + "/native_chain_ext" + suffix, workload("native_chain_ext.c")})
         cc_argv.push_back(a);
     auto cc = run(cc_argv);
-    ASSERT_EQ(cc.status, 0) << cc.err;
+    return cc.status == 0 ? "" : "cc: " + cc.err;
+}
+
+// Of the samples in the chain (outer or b in them): how many, and how many show exactly outer,
+// a, b at the leaf (kernel frames above b aside), in that order, each once; bad: the others.
+struct ChainCount {
+    size_t chain = 0, exact = 0;
+    std::string bad;
+};
+ChainCount count_chain(const std::string& folded_path) {
+    ChainCount c;
+    for (const Folded& f : read_plain(folded_path)) {
+        const bool in_chain = count_named(f.frames, "outer") || count_named(f.frames, "b");
+        if (!in_chain) continue;
+        c.chain += f.count;
+        // A sample taken in the kernel (a timer interrupt in b) has kernel frames above b.
+        size_t n = f.frames.size();
+        while (n && f.frames[n - 1].rfind("[k] ", 0) == 0) n--;
+        if (n >= 3 && named(f.frames[n - 3], "outer") && f.frames[n - 2] == "a" && f.frames[n - 1] == "b" &&
+            count_named(f.frames, "outer") == 1 && count_named(f.frames, "a") == 1 && count_named(f.frames, "b") == 1)
+            c.exact += f.count;
+        else if (c.bad.size() < 4000) {
+            for (auto& fr : f.frames) c.bad += fr + ";";
+            c.bad += " " + std::to_string(f.count) + "\n";
+        }
+    }
+    return c;
+}
+
+// Python outer() -> ext.a() -> b(), which spins: >= 95% of the samples of the chain show exactly
+// outer, a, b at the leaf, in that order, each once.
+TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
+    const Interpreter& in = GetParam();
+    const std::string ext_dir = in.root.empty() ? dir : "/tmp/pbp-native-ext";
+    const std::string built = build_extension(in, ext_dir);
+    PBP_REQUIRE(built.find("no Python.h") == std::string::npos, built);
+    ASSERT_EQ(built, "");
 
     const std::string out = dir + "/out.folded";
     auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "-f", "collapsed", "-r", "199", "-o", out,
@@ -115,23 +158,9 @@ TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
     auto r = run(cmd, 180);
     ASSERT_EQ(r.status, 0) << r.err;
 
-    size_t chain = 0, exact = 0;
-    std::string bad;
-    for (const Folded& f : read_plain(out)) {
-        const bool in_chain = count_named(f.frames, "outer") || count_named(f.frames, "b");
-        if (!in_chain) continue;
-        chain += f.count;
-        // A sample taken in the kernel (a timer interrupt in b) has kernel frames above b.
-        size_t n = f.frames.size();
-        while (n && f.frames[n - 1].rfind("[k] ", 0) == 0) n--;
-        if (n >= 3 && named(f.frames[n - 3], "outer") && f.frames[n - 2] == "a" && f.frames[n - 1] == "b" &&
-            count_named(f.frames, "outer") == 1 && count_named(f.frames, "a") == 1 && count_named(f.frames, "b") == 1)
-            exact += f.count;
-        else if (bad.size() < 4000) {
-            for (auto& fr : f.frames) bad += fr + ";";
-            bad += " " + std::to_string(f.count) + "\n";
-        }
-    }
+    const ChainCount cc = count_chain(out);
+    const size_t chain = cc.chain, exact = cc.exact;
+    const std::string& bad = cc.bad;
     ASSERT_GT(chain, 50u) << r.err;
     if (!fallback_only(in)) {
         EXPECT_GE(exact * 100, chain * 95) << exact << " of " << chain << " samples exact; others:\n" << bad;
@@ -192,6 +221,302 @@ TEST_P(Native, KernelFramesUnderThePythonLine) {
     // Most of the time goes to the kernel copying zeros.
     EXPECT_GE(kernel * 2, reader) << kernel << " of " << reader << "\n" << text.substr(0, 3000);
     EXPECT_GE(read_path * 10, kernel * 9) << read_path << " of " << kernel << "\n" << text.substr(0, 3000);
+}
+
+// The Python part of every --native stack is the stack the same sample has without --native.
+// One engine, two sessions on the same processes (the language workloads: names, generators,
+// generators resumed from C, asyncio, code objects freed and reused): one with --native, one
+// without. Both get every sample; matched by thread and BPF timestamp, the native one's frames
+// without its native and kernel frames and markers are the plain one's, frame for frame.
+TEST_P(Native, PythonFramesUnchangedByTheMerge) {
+    const Interpreter& in = GetParam();
+    EngineConfig ec;
+    ec.rate_hz = 199;
+    ec.native = true;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    std::vector<Child> procs;
+    std::vector<std::pair<std::string, std::vector<std::string>>> workloads = {
+        {"lang_names.py", {"0.3"}}, {"lang_generators.py", {"0.5"}}, {"lang_gen_resume.py", {"2"}},
+        {"lang_codereuse.py", {"3000"}}};
+    if (minor_of(in) >= 7) workloads.push_back({"lang_asyncio.py", {"2"}});
+    SessionConfig with, without;
+    with.native = true;
+    for (auto& [script, args] : workloads) {
+        procs.emplace_back(python_running(in, script, args), dir);
+        with.targets.pids.push_back(procs.back().pid());
+    }
+    without.targets.pids = with.targets.pids;
+    Session* sn = engine->subscribe(with, nullptr, st);
+    ASSERT_TRUE(sn) << st.message;
+    Session* sp = engine->subscribe(without, nullptr, st);
+    ASSERT_TRUE(sp) << st.message;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (std::chrono::steady_clock::now() < end) ASSERT_GE(engine->poll(50), -EINTR);
+    const Profile plain = engine->stop(sp);
+    const Profile native = engine->stop(sn);
+
+    auto python_part = [](const Profile& p, uint32_t stack) {
+        std::vector<std::string> out;
+        for (uint32_t f : p.stacks.at(stack)) {
+            const Frame& fr = p.frames.at(f);
+            if (fr.kind != FrameKind::Python || fr.name == "[native stack incomplete]") continue;
+            out.push_back(fr.name + " " + fr.file + ":" + std::to_string(fr.line));
+        }
+        return out;
+    };
+    std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint32_t> plain_at;  // (pid, tid, ts) -> stack
+    for (auto& [pid, pp] : plain.processes)
+        for (auto& [tid, t] : pp.threads)
+            for (auto& s : t.samples) plain_at[{pid, tid, s.ts_ns}] = s.stack;
+    size_t matched = 0, with_native = 0, differ = 0;
+    std::string first;
+    for (auto& [pid, pp] : native.processes)
+        for (auto& [tid, t] : pp.threads)
+            for (auto& s : t.samples) {
+                auto it = plain_at.find({pid, tid, s.ts_ns});
+                if (it == plain_at.end()) continue;
+                matched++;
+                for (uint32_t f : native.stacks.at(s.stack))
+                    if (native.frames.at(f).kind == FrameKind::Native) {
+                        with_native++;
+                        break;
+                    }
+                const auto a = python_part(native, s.stack), b = python_part(plain, it->second);
+                if (a == b) continue;
+                if (!differ++)
+                    for (size_t i = 0; i < std::max(a.size(), b.size()); i++)
+                        first += (i < a.size() ? a[i] : "-") + "  |  " + (i < b.size() ? b[i] : "-") + "\n";
+            }
+    ASSERT_GT(matched, 300u) << "samples seen by both sessions";
+    // Not a comparison of two copies of the same frames: most stacks have native frames too.
+    EXPECT_GE(with_native * 2, matched) << with_native << " of " << matched << " with native frames";
+    EXPECT_EQ(differ, 0u) << differ << " of " << matched << " differ; the first (native | plain):\n" << first;
+}
+
+// --native with --async (3.14+): a task's sample is its task chain, then the frames from its
+// coroutine's frame to the leaf with their native and kernel frames; the event loop's frames,
+// Python or native, are left out as without --native.
+TEST_P(Native, NativeFramesUnderTheTaskChain) {
+    const Interpreter& in = GetParam();
+    PBP_REQUIRE(minor_of(in) >= 14, "task chains need CPython 3.14+");
+    const std::string out = dir + "/out.folded";
+    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "--async", "-f", "collapsed", "-r", "199",
+                                        "-o", out, "--"};
+    auto py = with_args(in.argv, {"-c",
+                                  "import asyncio, os, time\n"
+                                  "fd = os.open('/dev/zero', os.O_RDONLY)\n"
+                                  "def reader():\n"
+                                  "    os.read(fd, 1 << 20)\n"
+                                  "async def reading():\n"
+                                  "    end = time.monotonic() + 3\n"
+                                  "    while time.monotonic() < end:\n"
+                                  "        reader()\n"
+                                  "        await asyncio.sleep(0)\n"
+                                  "async def main():\n"
+                                  "    await asyncio.create_task(reading(), name='zeros')\n"
+                                  "asyncio.run(main())\n"});
+    cmd.insert(cmd.end(), py.begin(), py.end());
+    auto r = run(cmd, 180);
+    ASSERT_EQ(r.status, 0) << r.err;
+    size_t reader = 0, under_task = 0, kernel = 0;
+    std::string text = read_file(out);
+    for (const Folded& f : read_plain(out)) {
+        if (!count_named(f.frames, "reader")) continue;
+        reader += f.count;
+        // process; thread; <task Task-1>; <task zeros>; reading; reader; ...: nothing between
+        // the roots and the chain, the coroutine's frame right under it.
+        size_t z = 0;
+        while (z < f.frames.size() && f.frames[z] != "<task zeros>") z++;
+        if (z != 3 || f.frames[2].rfind("<task ", 0) != 0 || z + 2 >= f.frames.size() || !named(f.frames[z + 1], "reading"))
+            continue;
+        under_task += f.count;
+        bool k = false;
+        for (size_t i = z + 1; i < f.frames.size(); i++) {
+            EXPECT_EQ(f.frames[i].find("_run_once"), std::string::npos) << "an event loop frame: " << f.frames[i];
+            k |= f.frames[i].rfind("[k] ", 0) == 0;
+        }
+        kernel += k ? f.count : 0;
+    }
+    ASSERT_GT(reader, 50u) << r.err << text.substr(0, 3000);
+    EXPECT_GE(under_task * 100, reader * 95) << under_task << " of " << reader << "\n" << text.substr(0, 3000);
+    EXPECT_GE(kernel * 2, reader) << kernel << " of " << reader << "\n" << text.substr(0, 3000);
+}
+
+// Debian's NumPy (python3-numpy, with the host's 3.11): a matmul loop's samples show the BLAS or
+// NumPy library frames under the Python function that multiplies, and no Python frame under them.
+TEST(NativeNumpy, MatmulShowsLibraryFramesUnderThePythonLine) {
+    PBP_REQUIRE(kernel_has_bpf_loop(), "--native needs bpf_loop (5.17+)");
+    const Interpreter in = host_python();
+    PBP_REQUIRE(run(with_args(in.argv, {"-c", "import numpy"})).status == 0,
+                "Debian's python3-numpy is not installed (tools/install-deps installs it)");
+    const std::string dir = temp_dir(), out = dir + "/numpy.folded";
+    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "-f", "collapsed", "-r", "199", "-o", out,
+                                        "--"};
+    auto py = with_args(in.argv, {"-c",
+                                  "import numpy, time\n"
+                                  "a = numpy.random.default_rng(1).random((400, 400))\n"
+                                  "def matmul():\n"
+                                  "    return a @ a\n"
+                                  "end = time.monotonic() + 3\n"
+                                  "while time.monotonic() < end:\n"
+                                  "    matmul()\n"});
+    cmd.insert(cmd.end(), py.begin(), py.end());
+    auto r = run(cmd, 180);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string text = read_file(out);
+    size_t matmul = 0, library = 0;
+    for (const Folded& f : read_folded(text)) {
+        size_t at = f.frames.size();
+        for (size_t i = 0; i < f.frames.size(); i++)
+            if (named(f.frames[i], "matmul")) at = i;
+        if (at == f.frames.size()) continue;
+        matmul += f.count;
+        bool lib = false, python_below = false;
+        for (size_t i = at + 1; i < f.frames.size(); i++) {
+            const std::string& fr = f.frames[i];
+            if (fr.empty() || fr.back() != ']') python_below = true;  // "name [lib]" and "name_[k]" end so
+            const size_t open = fr.rfind(" [");
+            if (open == std::string::npos) continue;
+            std::string l = fr.substr(open);
+            for (char& c : l) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+            lib |= l.find("blas") != std::string::npos || l.find("numpy") != std::string::npos ||
+                   l.find("multiarray") != std::string::npos || l.find("lapack") != std::string::npos;
+        }
+        EXPECT_FALSE(python_below) << "a Python frame under the native ones: " << text.substr(0, 3000);
+        if (lib) library += f.count;
+    }
+    ASSERT_GT(matmul, 50u) << r.err << text.substr(0, 3000);
+    EXPECT_GE(library * 10, matmul * 8) << library << " of " << matmul << "\n" << text.substr(0, 4000);
+}
+
+// ---- through the agent ----------------------------------------------------------------------
+
+int perf_event_paranoid() { return std::stoi(read_file("/proc/sys/kernel/perf_event_paranoid")); }
+
+// Every byte a client got: its output files (all of dir, recursively), stdout and stderr.
+std::string everything_in(const std::string& dir, const CmdResult& r) {
+    std::string all = r.out + r.err;
+    for (auto& e : std::filesystem::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) all += read_file(e.path().string());
+    return all;
+}
+
+const char* const kNoKernelWarning = "--native: kernel frames are shown to root and the agent's admin group only";
+
+class NativeAgent : public RealAgent {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(kernel_has_bpf_loop(), "--native needs bpf_loop (5.17+)");
+        RealAgent::SetUp();
+    }
+    CmdResult client(const std::string& user, std::vector<std::string> args) {
+        std::vector<std::string> a{pybpfprof_bin(), "--native"};
+        a.insert(a.end(), args.begin(), args.end());
+        return run(as_user(user, a, socket), 180);
+    }
+};
+
+// An unprivileged user's own command, through the agent: the chain as root gets it (>= 95%
+// exact); while its a() keeps a secret in its stack frame, which BPF copies on every sample to
+// unwind, nothing the client got (profile, report, stdout, stderr) holds it; and, where the
+// kernel keeps kernel stacks from other users (kernel.perf_event_paranoid >= 2), no kernel frame
+// and one warning saying why.
+TEST_F(NativeAgent, UsersChainWithoutTheStackBytes) {
+    const std::string ext_dir = dir + "/pbp-test-a/ext";
+    ASSERT_EQ(build_extension(host_python(), ext_dir), "");
+    const std::string out_dir = dir + "/pbp-test-a/out";
+    std::filesystem::create_directory(out_dir);
+    run({"chown", "pbp-test-a:", out_dir});
+    const std::string out = out_dir + "/chain.folded";
+    auto r = client("pbp-test-a", {"-f", "collapsed", "-r", "199", "-o", out, "--report", out_dir + "/chain.html",
+                                   "--", "/usr/bin/python3", workload("native_chain.py"), ext_dir, "4"});
+    ASSERT_EQ(r.status, 0) << r.err << agent.err();
+    const ChainCount cc = count_chain(out);
+    ASSERT_GT(cc.chain, 50u) << r.err;
+    EXPECT_GE(cc.exact * 100, cc.chain * 95) << cc.exact << " of " << cc.chain << "; others:\n" << cc.bad;
+
+    const std::string secret = "pbp-stack-secret-7f3a9c";
+    ASSERT_NE(read_file(workload("native_chain_ext.c")).find(secret), std::string::npos) << "the workload's secret";
+    const std::string all = everything_in(out_dir, r);
+    EXPECT_GT(all.size(), 10000u) << "the profile and the report were read";
+    EXPECT_EQ(all.find(secret), std::string::npos) << "stack bytes reached the client";
+
+    const std::string text = read_file(out);
+    if (perf_event_paranoid() >= 2) {
+        EXPECT_EQ(text.find("_[k]"), std::string::npos) << text.substr(0, 3000);
+        EXPECT_NE(r.err.find(kNoKernelWarning), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("kernel.perf_event_paranoid is " + std::to_string(perf_event_paranoid())),
+                  std::string::npos)
+            << r.err;
+    } else {
+        EXPECT_EQ(r.err.find(kNoKernelWarning), std::string::npos) << r.err;
+    }
+}
+
+// Kernel frames through the agent: an admin gets them under the Python line that reads, as
+// root does; a user who may not see kernel stacks gets the same samples without them.
+TEST_F(NativeAgent, KernelFramesForThoseWhoMaySeeKernelStacks) {
+    const std::string script =
+        "import os, time\n"
+        "fd = os.open('/dev/zero', os.O_RDONLY)\n"
+        "def reader():\n"
+        "    os.read(fd, 1 << 20)\n"
+        "end = time.monotonic() + 3\n"
+        "while time.monotonic() < end:\n"
+        "    reader()\n";
+    struct Seen {
+        size_t reader = 0, kernel = 0;
+    };
+    auto profile_as = [&](const std::string& user, CmdResult& r) {
+        const std::string out = dir + "/" + user + "/read.folded";
+        r = client(user, {"-q", "-f", "collapsed", "-r", "199", "-o", out, "--", "/usr/bin/python3", "-c", script});
+        Seen s;
+        if (r.status != 0) return s;
+        for (const Folded& f : read_plain(out)) {
+            if (!count_named(f.frames, "reader")) continue;
+            s.reader += f.count;
+            for (auto& fr : f.frames)
+                if (fr.rfind("[k] ", 0) == 0) {
+                    s.kernel += f.count;
+                    break;
+                }
+        }
+        return s;
+    };
+    CmdResult ra, rb;
+    const Seen adm = profile_as("pbp-test-adm", ra);
+    ASSERT_EQ(ra.status, 0) << ra.err << agent.err();
+    ASSERT_GT(adm.reader, 50u) << ra.err;
+    EXPECT_GE(adm.kernel * 2, adm.reader) << adm.kernel << " of " << adm.reader;
+    EXPECT_EQ(ra.err.find(kNoKernelWarning), std::string::npos) << ra.err;
+
+    const Seen user = profile_as("pbp-test-a", rb);
+    ASSERT_EQ(rb.status, 0) << rb.err << agent.err();
+    ASSERT_GT(user.reader, 50u) << rb.err;
+    if (perf_event_paranoid() >= 2) {
+        EXPECT_EQ(user.kernel, 0u);
+        EXPECT_NE(rb.err.find(kNoKernelWarning), std::string::npos) << rb.err;
+    } else {
+        EXPECT_GE(user.kernel * 2, user.reader) << user.kernel << " of " << user.reader;
+    }
+}
+
+// An agent started with --no-native refuses a --native session in one line and serves others.
+TEST_F(NativeAgent, AnAgentWithoutNativeSaysSo) {
+    agent = Child();
+    start_agent({"--no-native"});
+    const std::string out = dir + "/pbp-test-a/x.json";
+    auto r = client("pbp-test-a", {"-o", out, "--", "/usr/bin/python3", "-c", "pass"});
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("this agent was started with --no-native"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    auto plain = run(as_user("pbp-test-a", {pybpfprof_bin(), "-q", "-o", out, "--", "/usr/bin/python3", "-c", "pass"},
+                             socket),
+                     60);
+    EXPECT_EQ(plain.status, 0) << plain.err;
 }
 
 std::vector<Interpreter> native_interpreters() {

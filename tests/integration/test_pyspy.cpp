@@ -203,19 +203,27 @@ TEST_F(PySpy, RaySpeedscopeLoadsInTheRealApp) {
     EXPECT_NE(c.out.find("ok " + json_copy), std::string::npos) << c.out;
 }
 
-// `... -f flamegraph --native`: one line saying why, exit 2, no file, no session.
-TEST_F(PySpy, RayNativeIsAOneLineErrorAndNoFile) {
+// Ray's "native" checkbox, `... -f speedscope --native`, through the agent as the process's
+// owner: the interpreter's own C frames (main, Py_RunMain, ...: their library in speedscope's
+// file) are in its samples with the Python ones, the hot function still in them all.
+TEST_F(PySpy, RayNativeGoesThroughTheAgent) {
+    PBP_REQUIRE(kernel_has_bpf_loop(), "--native needs bpf_loop (5.17+)");
     Child target = busy(kUser);
-    for (const char* format : {"flamegraph", "raw", "speedscope"}) {
-        auto r = ray_record(format, target.pid(), {"--native"});
-        EXPECT_EQ(r.status, 2) << r.err;
-        EXPECT_EQ(lines_of(r.err), 1u) << r.err;
-        EXPECT_EQ(r.err,
-                  "pybpfprof-py-spy: -n/--native: native (C/C++) frames are not supported yet (they come with "
-                  "pybpfprof's native-frame support); run without --native\n");
-        EXPECT_FALSE(std::filesystem::exists(ray_file(format, target.pid())));
-    }
-    EXPECT_EQ(agent.err().find("session"), std::string::npos) << "nothing reached the agent: " << agent.err();
+    auto r = ray_record("speedscope", target.pid(), {"--native"});
+    ASSERT_EQ(r.status, 0) << r.err << agent.err();
+    expect_agent_session(target.pid());
+    auto prof = read_speedscope(ray_file("speedscope", target.pid()));
+    const size_t total = prof.total();
+    ASSERT_GT(total, 100u) << r.err;
+    auto has = [](const std::vector<RFrame>& s, auto pred) { return std::any_of(s.begin(), s.end(), pred); };
+    EXPECT_GT(prof.count([&](const std::vector<RFrame>& s) {
+                  return has(s, [](const RFrame& f) { return f.name == "two_loops"; });
+              }),
+              total * 9 / 10);
+    const size_t native = prof.count([&](const std::vector<RFrame>& s) {
+        return has(s, [](const RFrame& f) { return f.file == "/usr/bin/python3.11"; });
+    });
+    EXPECT_GE(native * 100, total * 95) << native << " of " << total << " with the interpreter's C frames";
 }
 
 // py-spy's dump text, read line by line: "Process PID: COMMAND", "Python vVERSION (EXE)", a

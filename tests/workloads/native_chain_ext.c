@@ -1,10 +1,13 @@
 /* --native tests: a C extension whose a() calls b(), which spins. Built by the tests with
  * -O2 -fomit-frame-pointer (no frame pointers: the unwind must use the CFI). noinline and the
- * volatile sink keep both functions and their call. */
+ * volatile sink keep both functions and their call. a() keeps kSecret in its stack frame while
+ * b() spins: BPF copies those bytes to unwind, and the agent must never send them on. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 static volatile unsigned long sink;
+/* tests/integration/test_native.cpp looks for it in everything a client got. */
+static const char kSecret[] = "pbp-stack-secret-7f3a9c";
 
 __attribute__((noinline)) static unsigned long b(unsigned long n)
 {
@@ -20,8 +23,11 @@ __attribute__((noinline)) static PyObject *a(PyObject *self, PyObject *arg)
 	unsigned long n = PyLong_AsUnsignedLong(arg);
 	if (PyErr_Occurred())
 		return NULL;
+	volatile char secret[sizeof kSecret];
+	for (size_t i = 0; i < sizeof kSecret; i++)
+		secret[i] = kSecret[i];
 	unsigned long r = b(n);
-	sink += 1; /* after the call: b's return address stays inside a */
+	sink += 1 + secret[n % sizeof kSecret]; /* after the call: b's return address stays inside a */
 	return PyLong_FromUnsignedLong(r);
 }
 
