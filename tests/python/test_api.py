@@ -687,6 +687,7 @@ class SessionAgainstAScriptedAgent(unittest.TestCase):
         for kwargs, sent in (({}, {}), ({"mode": "gil"}, {"mode": "gil"}), ({"mode": "wall"}, {"mode": "wall"}),
                              ({"mode": "Wall", "min_block": 0.0005}, {"mode": "wall", "min_block_us": 500}),
                              ({"native": True}, {"native": True}), ({"native": False}, {})):
+            started.clear()
             a = self.agent(script)
             s = pybpfprof.Session(pids=[123], socket_path=a.path, **kwargs).start()
             r = s.stop()
