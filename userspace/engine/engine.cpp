@@ -929,6 +929,10 @@ void Engine::reset_caches() {
     discoverer_ = std::make_unique<Discoverer>();
     asyncio_ = std::make_unique<AsyncioTasks>();
     async_pids_.clear();
+    // Its frames are interned in the store: a new one with it (the old one's reference to the
+    // store it replaced crashed the agent at the first --native sample after an idle spell).
+    if (native_) native_ = std::make_unique<native::NativeStacks>(*store_);
+    native_pids_.clear();
     first_seen_.clear();
     first_stack_.clear();
 }
