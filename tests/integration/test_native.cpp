@@ -248,7 +248,10 @@ TEST_P(Native, PythonFramesUnchangedByTheMerge) {
         with.targets.pids.push_back(procs.back().pid());
     }
     without.targets.pids = with.targets.pids;
-    Session* sn = engine->subscribe(with, nullptr, st);
+    // Subscribed once every process has its runtime mapped (a moment after its exec).
+    Session* sn = nullptr;
+    for (int i = 0; i < 100 && !sn; i++)
+        if (!(sn = engine->subscribe(with, nullptr, st))) usleep(50'000);
     ASSERT_TRUE(sn) << st.message;
     Session* sp = engine->subscribe(without, nullptr, st);
     ASSERT_TRUE(sp) << st.message;
