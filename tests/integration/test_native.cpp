@@ -97,6 +97,29 @@ protected:
     std::string dir;
 };
 
+// The kernel-frame tests' loop: reader() reads 1 MiB of /dev/zero at a time, for 3 s.
+const char* const kReadLoop =
+    "import os, time\n"
+    "fd = os.open('/dev/zero', os.O_RDONLY)\n"
+    "def reader():\n"
+    "    os.read(fd, 1 << 20)\n"
+    "end = time.monotonic() + 3\n"
+    "while time.monotonic() < end:\n"
+    "    reader()\n";
+
+// `pybpfprof -q --native [extra] -f collapsed -r 199 -o out -- PYTHON -c script`, as root.
+CmdResult run_native(const Interpreter& in, const std::string& script, const std::string& out,
+                     const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "--native"};
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
+    for (const std::string& a : {std::string("-f"), std::string("collapsed"), std::string("-r"), std::string("199"),
+                                 std::string("-o"), out, std::string("--")})
+        cmd.push_back(a);
+    auto py = with_args(in.argv, {"-c", script});
+    cmd.insert(cmd.end(), py.begin(), py.end());
+    return run(cmd, 180);
+}
+
 // Builds tests/workloads/native_chain_ext.c for interpreter in, with its headers, into ext_dir
 // (a path as the interpreter sees it: under its root). "" or why not.
 std::string build_extension(const Interpreter& in, const std::string& ext_dir) {
@@ -185,18 +208,7 @@ TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
 TEST_P(Native, KernelFramesUnderThePythonLine) {
     const Interpreter& in = GetParam();
     const std::string out = dir + "/out.folded";
-    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "-f", "collapsed", "-r", "199", "-o", out,
-                                        "--"};
-    auto py = with_args(in.argv, {"-c",
-                                  "import os, time\n"
-                                  "fd = os.open('/dev/zero', os.O_RDONLY)\n"
-                                  "def reader():\n"
-                                  "    os.read(fd, 1 << 20)\n"
-                                  "end = time.monotonic() + 3\n"
-                                  "while time.monotonic() < end:\n"
-                                  "    reader()\n"});
-    cmd.insert(cmd.end(), py.begin(), py.end());
-    auto r = run(cmd, 180);
+    auto r = run_native(in, kReadLoop, out);
     ASSERT_EQ(r.status, 0) << r.err;
     size_t reader = 0, kernel = 0, read_path = 0;
     std::string text = read_file(out);
@@ -305,23 +317,20 @@ TEST_P(Native, NativeFramesUnderTheTaskChain) {
     const Interpreter& in = GetParam();
     PBP_REQUIRE(minor_of(in) >= 14, "task chains need CPython 3.14+");
     const std::string out = dir + "/out.folded";
-    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "--async", "-f", "collapsed", "-r", "199",
-                                        "-o", out, "--"};
-    auto py = with_args(in.argv, {"-c",
-                                  "import asyncio, os, time\n"
-                                  "fd = os.open('/dev/zero', os.O_RDONLY)\n"
-                                  "def reader():\n"
-                                  "    os.read(fd, 1 << 20)\n"
-                                  "async def reading():\n"
-                                  "    end = time.monotonic() + 3\n"
-                                  "    while time.monotonic() < end:\n"
-                                  "        reader()\n"
-                                  "        await asyncio.sleep(0)\n"
-                                  "async def main():\n"
-                                  "    await asyncio.create_task(reading(), name='zeros')\n"
-                                  "asyncio.run(main())\n"});
-    cmd.insert(cmd.end(), py.begin(), py.end());
-    auto r = run(cmd, 180);
+    auto r = run_native(in,
+                        "import asyncio, os, time\n"
+                        "fd = os.open('/dev/zero', os.O_RDONLY)\n"
+                        "def reader():\n"
+                        "    os.read(fd, 1 << 20)\n"
+                        "async def reading():\n"
+                        "    end = time.monotonic() + 3\n"
+                        "    while time.monotonic() < end:\n"
+                        "        reader()\n"
+                        "        await asyncio.sleep(0)\n"
+                        "async def main():\n"
+                        "    await asyncio.create_task(reading(), name='zeros')\n"
+                        "asyncio.run(main())\n",
+                        out, {"--async"});
     ASSERT_EQ(r.status, 0) << r.err;
     size_t reader = 0, under_task = 0, kernel = 0;
     std::string text = read_file(out);
@@ -355,18 +364,15 @@ TEST(NativeNumpy, MatmulShowsLibraryFramesUnderThePythonLine) {
     PBP_REQUIRE(run(with_args(in.argv, {"-c", "import numpy"})).status == 0,
                 "Debian's python3-numpy is not installed (tools/install-deps installs it)");
     const std::string dir = temp_dir(), out = dir + "/numpy.folded";
-    auto cmd = std::vector<std::string>{pybpfprof_bin(), "-q", "--native", "-f", "collapsed", "-r", "199", "-o", out,
-                                        "--"};
-    auto py = with_args(in.argv, {"-c",
-                                  "import numpy, time\n"
-                                  "a = numpy.random.default_rng(1).random((400, 400))\n"
-                                  "def matmul():\n"
-                                  "    return a @ a\n"
-                                  "end = time.monotonic() + 3\n"
-                                  "while time.monotonic() < end:\n"
-                                  "    matmul()\n"});
-    cmd.insert(cmd.end(), py.begin(), py.end());
-    auto r = run(cmd, 180);
+    auto r = run_native(in,
+                        "import numpy, time\n"
+                        "a = numpy.random.default_rng(1).random((400, 400))\n"
+                        "def matmul():\n"
+                        "    return a @ a\n"
+                        "end = time.monotonic() + 3\n"
+                        "while time.monotonic() < end:\n"
+                        "    matmul()\n",
+                        out);
     ASSERT_EQ(r.status, 0) << r.err;
     const std::string text = read_file(out);
     size_t matmul = 0, library = 0;
@@ -461,20 +467,12 @@ TEST_F(NativeAgent, UsersChainWithoutTheStackBytes) {
 // Kernel frames through the agent: an admin gets them under the Python line that reads, as
 // root does; a user who may not see kernel stacks gets the same samples without them.
 TEST_F(NativeAgent, KernelFramesForThoseWhoMaySeeKernelStacks) {
-    const std::string script =
-        "import os, time\n"
-        "fd = os.open('/dev/zero', os.O_RDONLY)\n"
-        "def reader():\n"
-        "    os.read(fd, 1 << 20)\n"
-        "end = time.monotonic() + 3\n"
-        "while time.monotonic() < end:\n"
-        "    reader()\n";
     struct Seen {
         size_t reader = 0, kernel = 0;
     };
     auto profile_as = [&](const std::string& user, CmdResult& r) {
         const std::string out = dir + "/" + user + "/read.folded";
-        r = client(user, {"-q", "-f", "collapsed", "-r", "199", "-o", out, "--", "/usr/bin/python3", "-c", script});
+        r = client(user, {"-q", "-f", "collapsed", "-r", "199", "-o", out, "--", "/usr/bin/python3", "-c", kReadLoop});
         Seen s;
         if (r.status != 0) return s;
         for (const Folded& f : read_plain(out)) {
