@@ -9,6 +9,7 @@
 #include "cli/dump_output.h"
 #include "export/dump_document.h"
 #include "cli/options.h"
+#include "cli/record.h"
 #include "engine/dump.h"
 #include "pybpfprof/abi.h"
 
@@ -16,7 +17,7 @@ namespace pbp {
 
 namespace {
 
-constexpr int kExitCannot = 1, kExitBadInput = 2;
+// Exit codes: record.h's (kExitError: cannot read the processes; kExitBadInput).
 
 constexpr const char* kDumpExitCodes =
     "Exit codes: 0 ok; 1 cannot read the processes (not root and no agent, or a process the agent does not let\n"
@@ -88,7 +89,7 @@ int dump_command(int argc, char** argv) {
 
     DumpResult dump;
     Status st = obtain_dump(req, dump);
-    if (!st.ok()) return err(st.message, st.failure == Failure::BadInput ? kExitBadInput : kExitCannot);
+    if (!st.ok()) return err(st.message, st.failure == Failure::BadInput ? kExitBadInput : kExitError);
     if (json) {
         std::cout << dump_json(dump).dump(2) << "\n";
     } else {
@@ -96,7 +97,7 @@ int dump_command(int argc, char** argv) {
         write_dump_text(dump, std::cout);
     }
     std::cout.flush();
-    return std::cout ? 0 : kExitCannot;
+    return std::cout ? 0 : kExitError;
 }
 
 }  // namespace pbp

@@ -57,7 +57,7 @@ namespace pp = perftools::profiles;
 
 // s with every invalid UTF-8 sequence replaced by U+FFFD: string_table is a proto3 `string`,
 // which protobuf refuses to parse (and warns about when writing) unless it is valid UTF-8.
-std::string valid_utf8(const std::string& s) {
+std::string as_valid_utf8(const std::string& s) {
     std::string r;
     r.reserve(s.size());
     const auto* b = reinterpret_cast<const unsigned char*>(s.data());
@@ -88,7 +88,7 @@ class StringTable {
 public:
     explicit StringTable(pp::Profile& p) : p_(p) { id(""); }
     int64_t id(const std::string& raw) {
-        std::string s = valid_utf8(raw);
+        std::string s = as_valid_utf8(raw);
         auto it = index_.find(s);
         if (it != index_.end()) return it->second;
         int64_t i = p_.string_table_size();
