@@ -314,8 +314,10 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
         EXPECT_EQ(n[n.size() - 2], "<module>");
         off += smp.weight_ns;
     }
+    // All of the run but the time from its start to the process's registration, which seeds
+    // the interval: 1-30 ms natively, 40 ms in a 6.1 guest under TCG with one host thread.
     const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
-    EXPECT_GT(off, dur * 0.98);
+    EXPECT_GT(off + 100'000'000ull, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
     EXPECT_LE(off, dur);
 }
 
