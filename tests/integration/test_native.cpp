@@ -312,8 +312,10 @@ TEST_P(Native, PythonFramesUnchangedByTheMerge) {
 
 // --native with --async (3.14+): a task's sample is its task chain, then the frames from its
 // coroutine's frame to the leaf with their native and kernel frames; the event loop's frames,
-// Python or native, are left out as without --native.
-TEST_P(Native, NativeFramesUnderTheTaskChain) {
+// Python or native, are left out as without --native. On the interpreters with task chains
+// only (task_chain_interpreters, below).
+class NativeTasks : public Native {};
+TEST_P(NativeTasks, NativeFramesUnderTheTaskChain) {
     const Interpreter& in = GetParam();
     PBP_REQUIRE(minor_of(in) >= 14, "task chains need CPython 3.14+");
     const std::string out = dir + "/out.folded";
@@ -527,6 +529,15 @@ std::vector<Interpreter> native_interpreters() {
     return v;
 }
 
+std::vector<Interpreter> task_chain_interpreters() {
+    std::vector<Interpreter> v;
+    for (auto& i : all_interpreters())
+        if (minor_of(i) >= 14) v.push_back(i);
+    return v;
+}
+
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(, Native, ::testing::ValuesIn(native_interpreters()), interpreter_test_name);
+INSTANTIATE_TEST_SUITE_P(, NativeTasks, ::testing::ValuesIn(task_chain_interpreters()), interpreter_test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NativeTasks);
