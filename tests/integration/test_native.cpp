@@ -313,7 +313,7 @@ TEST_P(Native, PythonFramesUnchangedByTheMerge) {
 // --native with --async (3.14+): a task's sample is its task chain, then the frames from its
 // coroutine's frame to the leaf with their native and kernel frames; the event loop's frames,
 // Python or native, are left out as without --native. On the interpreters with task chains
-// only (task_chain_interpreters, below).
+// only (3.14+, below).
 class NativeTasks : public Native {};
 TEST_P(NativeTasks, NativeFramesUnderTheTaskChain) {
     const Interpreter& in = GetParam();
@@ -522,22 +522,16 @@ TEST_F(NativeAgent, AnAgentWithoutNativeSaysSo) {
     EXPECT_EQ(plain.status, 0) << plain.err;
 }
 
-std::vector<Interpreter> native_interpreters() {
+// The matrix's interpreters from 3.min on.
+std::vector<Interpreter> interpreters_from(int min) {
     std::vector<Interpreter> v;
     for (auto& i : all_interpreters())
-        if (minor_of(i) >= 6) v.push_back(i);
-    return v;
-}
-
-std::vector<Interpreter> task_chain_interpreters() {
-    std::vector<Interpreter> v;
-    for (auto& i : all_interpreters())
-        if (minor_of(i) >= 14) v.push_back(i);
+        if (minor_of(i) >= min) v.push_back(i);
     return v;
 }
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(, Native, ::testing::ValuesIn(native_interpreters()), interpreter_test_name);
-INSTANTIATE_TEST_SUITE_P(, NativeTasks, ::testing::ValuesIn(task_chain_interpreters()), interpreter_test_name);
+INSTANTIATE_TEST_SUITE_P(, Native, ::testing::ValuesIn(interpreters_from(6)), interpreter_test_name);
+INSTANTIATE_TEST_SUITE_P(, NativeTasks, ::testing::ValuesIn(interpreters_from(14)), interpreter_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NativeTasks);
