@@ -14,6 +14,16 @@
  * re-walk cost for truly native threads. */
 #define NEG_TTL_NS 25000000ULL
 
+/* ...except when it was made within NEG_YOUNG_NS of the thread's start or of its process's
+ * registration (pbp_proc.since_ns): then it is not trusted at all, and every sample looks
+ * again. A process registered at its exec is walked while its interpreter is being made, in
+ * the moment between the interpreter and the main thread's state; a new thread is sampled
+ * before it binds its state. Trusted, that entry named a main thread "native" for the rest of
+ * start-up: up to 25 ms, and a thread that then blocked (a server's first accept) kept that
+ * stack for the whole of its block, seconds. The cost: a native thread walks the list at each
+ * of its samples and switch-outs during its first NEG_YOUNG_NS. */
+#define NEG_YOUNG_NS 250000000ULL
+
 /* A thread has one PyThreadState per interpreter it entered (sub-interpreters, 3.12+); the
  * one in use is marked active. True when that is unknown (before 3.12). */
 static __always_inline int tstate_active(const struct pbp_py_offsets *off, __u64 ts)
@@ -263,7 +273,8 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 				fallback_interp = ce->interp;
 				*have_frame0 = 0;
 			}
-		} else if (now - ce->ts_ns < NEG_TTL_NS) {
+		} else if (now - ce->ts_ns < NEG_TTL_NS &&
+			   ce->ts_ns >= (start > proc->since_ns ? start : proc->since_ns) + NEG_YOUNG_NS) {
 			*reason = PBP_ERR_NO_TSTATE;
 			return 0;
 		}

@@ -186,6 +186,10 @@ struct pbp_proc {
 	                           * the start of the range holding take_gil's futexes; else 0 */
 	__u64 gil_locked_addr;    /* PBP_GIL_WHERE_STATICS: &gil_locked (an int), else 0 */
 	__u64 gil_holder_addr;    /* PBP_GIL_WHERE_STATICS: &gil_last_holder (a PyThreadState *), else 0 */
+	__u64 since_ns;           /* CLOCK_MONOTONIC (bpf_ktime_get_ns) when userspace wrote this entry:
+	                           * a thread found without a thread state soon after it (or after the
+	                           * thread's start) is looked for again at its next sample
+	                           * (NEG_YOUNG_NS, bpf/thread_state.bpf.h) */
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
 	__u32 flags;              /* PBP_PROC_* */

@@ -513,6 +513,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
     auto it = targets_.find(t.pid);
     if (it == targets_.end()) {
         pbp_proc cfg = t.bpf_config(max_depth_, ++generation_);
+        cfg.since_ns = mono_ns();
         // For before/after measurements (tools/bench/run): every code object read, as before 3.14.
         if (cfg_.knobs.no_code_cache) cfg.off.interp_code_gen = PBP_OFF_NONE;
         symbolizer_->add_process(t.pid, t.layout, t.code_type_addr);
