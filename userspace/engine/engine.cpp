@@ -804,11 +804,16 @@ void Engine::check_done(Session& s, uint64_t now) {
         }
         return;
     }
-    // A --pid target that exec'd out of Python is waited for: it may exec back.
+    // A --pid target that exec'd out of Python is waited for: it may exec back. One that exited
+    // is done, reaped or not (a zombie whose parent is busy elsewhere).
     const auto& pids = s.cfg_.targets.pids;
+    const auto alive = [](pid_t p) {
+        auto st = procfs::read_status(p);
+        return st && st->state != 'Z' && st->state != 'X';
+    };
     if (!pids.empty() && s.targets_.empty() &&
         std::none_of(pending_.begin(), pending_.end(), [&](auto& p) { return p.second.for_sessions.count(&s); }) &&
-        std::none_of(pids.begin(), pids.end(), [](pid_t p) { return procfs::exists(p); }))
+        std::none_of(pids.begin(), pids.end(), alive))
         s.done_reason_ = "all targets exited";
 }
 
@@ -1014,7 +1019,8 @@ void Engine::update_async(pid_t pid) {
 // it), its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
 // GIL would need the GIL's layout: it counts as sleeping), and its stack read now from its
 // memory: it was never switched out while tracked, so BPF has not walked it, and until it runs
-// its stack stays the one it blocks with (seed_stacks_, used by its first record). One running
+// its stack stays the one it blocks with (seed_stacks_, used by its first record; symbolized now,
+// while its code objects live: the record comes when it wakes, maybe to exit). One running
 // is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
 void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
     const uint64_t now = mono_ns();
@@ -1035,8 +1041,10 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
                 if (!cpython::read_thread_stacks(pid, proc, stacks, err)) stacks.clear();
             }
             for (auto& ts : stacks)
-                if (ts.tid == static_cast<uint32_t>(tid) && !ts.frames.empty())
-                    seed_stacks_[static_cast<uint32_t>(tid)] = {pid, ts};
+                if (ts.tid == static_cast<uint32_t>(tid) && !ts.frames.empty()) {
+                    const uint32_t id = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, e.wait);
+                    seed_stacks_[static_cast<uint32_t>(tid)] = {pid, ts, id, e.wait};
+                }
         }
         sampler_->seed_offcpu(static_cast<uint32_t>(tid), e);
     }
@@ -1049,6 +1057,8 @@ uint32_t Engine::stack_for(const pbp_event& e) {
     if (e.kind == PBP_KIND_OFF_CPU && !e.stack_id && e.reason == PBP_OK) {
         auto it = seed_stacks_.find(e.tid);
         if (it != seed_stacks_.end() && it->second.pid == static_cast<pid_t>(e.pid)) {
+            if (e.wait == it->second.wait) return it->second.stack_id;
+            // (Another leaf: its code objects are in the symbolizer's cache since the seeding.)
             const auto& ts = it->second.stack;
             return store_->stack_for_frames(static_cast<pid_t>(e.pid), ts.frames, ts.flags, ts.reason, e.wait);
         }

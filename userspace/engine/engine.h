@@ -346,6 +346,9 @@ private:
     struct SeedStack {
         pid_t pid;
         cpython::ThreadStack stack;
+        uint32_t stack_id;  // the stack (StackStore), symbolized when seeded: its code objects may be
+                            // gone by the time its record comes (the process exits as it wakes)
+        uint8_t wait;       // the wait leaf stack_id ends in
     };
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
     uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
