@@ -342,6 +342,30 @@ TEST(DiscoveryNotPython, DeadPidIsGone) {
     EXPECT_FALSE(r.reason.empty());
 }
 
+// procfs::alive: a running process is; one that exited is not, reaped or not (a zombie its
+// parent has yet to wait for still exists in /proc).
+TEST(Procfs, AliveUntilItExitsReapedOrNot) {
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]);
+        char c;
+        (void)!read(go[0], &c, 1);
+        _exit(0);
+    }
+    ASSERT_GT(pid, 0);
+    close(go[0]);
+    EXPECT_TRUE(pbp::procfs::alive(pid));
+    close(go[1]);  // it exits now
+    siginfo_t si{};
+    ASSERT_EQ(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT), 0);  // exited, not reaped
+    EXPECT_TRUE(pbp::procfs::exists(pid));
+    EXPECT_FALSE(pbp::procfs::alive(pid));
+    ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
+    EXPECT_FALSE(pbp::procfs::alive(pid));
+}
+
 TEST(DiscoveryNotPython, KilledPythonIsGone) {
     PBP_REQUIRE(exists(kHostPython), std::string(kHostPython) + " missing");
     HostTarget h;

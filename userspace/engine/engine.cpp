@@ -796,8 +796,7 @@ void Engine::check_done(Session& s, uint64_t now) {
     }
     if (!s.launcher_ && s.launched_pid_) {
         // A held child is its owner's: gone (or a zombie its owner has not reaped yet) is done.
-        auto st = procfs::read_status(s.launched_pid_);
-        if (!st || st->state == 'Z' || st->state == 'X') {
+        if (!procfs::alive(s.launched_pid_)) {
             for (pid_t p : std::set<pid_t>(s.targets_))
                 if (!procfs::exists(p)) target_gone(p);
             s.done_reason_ = "program exited";
@@ -807,13 +806,9 @@ void Engine::check_done(Session& s, uint64_t now) {
     // A --pid target that exec'd out of Python is waited for: it may exec back. One that exited
     // is done, reaped or not (a zombie whose parent is busy elsewhere).
     const auto& pids = s.cfg_.targets.pids;
-    const auto alive = [](pid_t p) {
-        auto st = procfs::read_status(p);
-        return st && st->state != 'Z' && st->state != 'X';
-    };
     if (!pids.empty() && s.targets_.empty() &&
         std::none_of(pending_.begin(), pending_.end(), [&](auto& p) { return p.second.for_sessions.count(&s); }) &&
-        std::none_of(pids.begin(), pids.end(), alive))
+        std::none_of(pids.begin(), pids.end(), procfs::alive))
         s.done_reason_ = "all targets exited";
 }
 

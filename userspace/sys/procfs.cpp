@@ -111,6 +111,11 @@ std::string exe(pid_t pid) {
 
 bool exists(pid_t pid) { return access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0; }
 
+bool alive(pid_t pid) {
+    auto st = read_status(pid);
+    return st && st->state != 'Z' && st->state != 'X' && st->state != 'x';
+}
+
 std::vector<pid_t> all_pids() { return tids_in("/proc"); }
 
 std::vector<pid_t> tids(pid_t pid) { return tids_in("/proc/" + std::to_string(pid) + "/task"); }

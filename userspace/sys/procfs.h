@@ -37,6 +37,8 @@ std::string thread_comm(pid_t pid, pid_t tid);
 std::string cmdline(pid_t pid);  // argv joined by spaces
 std::string exe(pid_t pid);      // readlink /proc/PID/exe ("" if unreadable)
 bool exists(pid_t pid);
+// It exists and has not exited: not a zombie its parent has yet to reap, nor dead.
+bool alive(pid_t pid);
 std::vector<pid_t> all_pids();
 std::vector<pid_t> tids(pid_t pid);  // its threads' ids (/proc/PID/task)
 std::vector<pid_t> tids_in(const std::string& dir);  // the numeric names in dir
