@@ -5,6 +5,28 @@
 #define __PYBPFPROF_EMIT_BPF_H__
 
 #include "util.bpf.h"
+#include "code_capture.bpf.h"
+
+/* The runtime's phase (PBP_RT_*) of process proc, read from it (it must be current: an on-CPU
+ * sample). 0 when its addresses are not known or unreadable. */
+static __always_inline __u8 runtime_phase_of(const struct pbp_proc *proc)
+{
+	if (!proc->runtime_initialized_addr || !proc->runtime_finalizing_addr)
+		return 0;
+	__u32 initialized = 0;
+	__u64 finalizing = 0;
+	if (bpf_probe_read_user(&initialized, sizeof(initialized), (const void *)proc->runtime_initialized_addr) ||
+	    bpf_probe_read_user(&finalizing, sizeof(finalizing), (const void *)proc->runtime_finalizing_addr))
+		return 0;
+	return PBP_RT_KNOWN | (initialized ? PBP_RT_INITIALIZED : 0) | (finalizing ? PBP_RT_FINALIZING : 0);
+}
+
+/* The same, of the process with host tgid tgid (a sample without Python frames). */
+static __always_inline __u8 runtime_phase(__u32 tgid)
+{
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	return proc ? runtime_phase_of(proc) : 0;
+}
 
 /* The record of sample si. wake: the consumer must see this record now (a new stack: its code
  * objects may be short-lived, e.g. module bodies, so symbolize before they are freed). Other
@@ -30,7 +52,11 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	e->ppid = 0;
 	e->gil = si->gil;
 	e->wait = si->wait;
+	e->runtime = si->runtime;
 	e->_pad2 = 0;
+	if (si->kind == PBP_KIND_CPU && (reason == PBP_ERR_NO_FRAME || reason == PBP_ERR_NO_INTERPRETER ||
+					 reason == PBP_ERR_NO_TSTATE))
+		e->runtime = runtime_phase(si->tgid);
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;
 	e->async_task = si->async_task;
@@ -93,12 +119,15 @@ static __always_inline int walk_done(const struct sample_info *si, __u64 stack_i
  * stored FRESH_UNWOKEN new stacks since it last woke it (it reads each from the LRU stacks
  * map, which must not evict one first). A new stack of known code objects waits for the next
  * batch: its names are known, and its lines come from line tables read before. "Shown" is a
- * per-CPU set of (process, code object, checksum) from the new stacks stored here. */
+ * per-CPU set of (process, code object, checksum) from the new stacks stored here. A code object
+ * new to it has its identity captured then, unless it was before (code_capture.bpf.h): only
+ * with bpf_loop (5.17+); before, the consumer reads it live, woken at once. */
 #define FRESH_UNWOKEN 8
 
 struct shown_walk {
 	struct shown_set *shown;
 	struct scratch *s;
+	const struct pbp_proc *proc; /* the identity capture's offsets (0: no capture) */
 	__u32 depth, tgid, news;
 };
 
@@ -116,6 +145,9 @@ static long shown_walk_cb(__u32 i, void *ctx)
 	*b = *a; /* the older one goes */
 	*a = key;
 	sw->news = 1;
+	/* New to this CPU's set: captured unless it was before (from any CPU). */
+	if (sw->proc)
+		code_capture(sw->proc, sw->tgid, sw->s->cur.tid, f, sw->s->cur.now);
 	return 0;
 }
 
@@ -155,6 +187,7 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 		sw.s = s;
 		sw.depth = st->depth;
 		sw.tgid = tgid;
+		sw.proc = bpf_map_lookup_elem(&procs, &tgid);
 		if (sw.shown) {
 			bpf_loop(PBP_MAX_DEPTH, shown_walk_cb, &sw, 0);
 			wake = sw.news || ++sw.shown->unwoken >= FRESH_UNWOKEN;

@@ -155,6 +155,7 @@ struct sample_info {
 	__u8 gil;          /* enum pbp_gil */
 	__u8 wait;         /* enum pbp_wait (off CPU) */
 	__u64 async_task;  /* --async: the thread's running asyncio task, 0 for none */
+	__u8 runtime;      /* PBP_RT_*: read at entry while the process was not seen initialized */
 };
 
 /* Per-CPU caches in front of two maps, so a sample of a thread that keeps running on this
@@ -311,5 +312,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct shown_set);
 } shown_map SEC(".maps");
+
+/* The code objects whose identity was captured (code_capture.bpf.h): one record per code
+ * object. LRU: one evicted is captured again if met again (at most a duplicate record). */
+struct code_known_key {
+	__u32 tgid;
+	__u32 generation;  /* pbp_proc.generation: a new image (exec) captures anew */
+	__u64 code;
+	__u32 csum;
+	__u32 _pad;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct code_known_key);
+	__type(value, __u8);
+} code_known SEC(".maps");
 
 #endif /* __PYBPFPROF_MAPS_BPF_H__ */

@@ -247,6 +247,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	si->gil = e->gil;
 	si->wait = wait;
 	si->async_task = 0;
+	si->runtime = 0;
 	e->async_task = 0;
 
 	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */

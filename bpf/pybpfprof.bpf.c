@@ -24,6 +24,7 @@
  *   frame_walk.bpf.h    the walk over the thread's frames, one step per frame
  *   gil.bpf.h           the GIL: does the sampled thread hold it, is a blocked thread waiting for it
  *   emit.bpf.h          records, the stack store, and when a new stack wakes the consumer
+ *   code_capture.bpf.h  a copy of each code object new stacks hold, once: names outlive the code
  *   sample.bpf.h        one sample of the current thread: thread state, walk, emit (both samplers)
  *   offcpu.bpf.h        --mode wall: off-CPU intervals from the scheduler
  *   native.bpf.h        --native: registers and stack copies for userspace to unwind
@@ -73,6 +74,14 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 	si->gil = PBP_GIL_NA;
 	si->wait = PBP_WAIT_NONE;
 	si->async_task = 0;
+	/* Until the process is seen initialized, every sample reads its phase: one in start-up (site,
+	 * .pth files, sitecustomize) goes under [interpreter start-up]. Then no more reads. */
+	si->runtime = 0;
+	if (!READ_ONCE(proc->running) && proc->runtime_initialized_addr) {
+		si->runtime = runtime_phase_of(proc);
+		if ((si->runtime & PBP_RT_INITIALIZED) && !(si->runtime & PBP_RT_FINALIZING))
+			WRITE_ONCE(((struct pbp_proc *)proc)->running, 1);
+	}
 	/* --native (bpf_loop kernels only: bpf_task_pt_regs is 5.15+): the machine state first */
 	if (native_capture && use_loop && (proc->flags & PBP_PROC_NATIVE))
 		native_capture_sample(ctx, si);

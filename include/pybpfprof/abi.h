@@ -39,6 +39,15 @@
 
 /* ---- per-interpreter struct offsets (filled by userspace/cpython) ----------- */
 
+/* pbp_py_offsets.code_ident[]: the objects a code object's identity is read from. */
+enum pbp_code_ident {
+	PBP_CODE_NAME = 0,      /* co_name (str) */
+	PBP_CODE_QUALNAME = 1,  /* co_qualname (str, 3.11+) */
+	PBP_CODE_FILENAME = 2,  /* co_filename (str) */
+	PBP_CODE_LINETABLE = 3, /* co_linetable / co_lnotab (bytes) */
+	PBP_CODE_IDENT_PTRS = 4,
+};
+
 /* How frames are linked. */
 enum pbp_frame_kind {
 	PBP_FRAME_OBJECT = 1,      /* <= 3.10: tstate->frame -> PyFrameObject{f_back,f_code,f_lasti} */
@@ -171,6 +180,16 @@ struct pbp_py_offsets {
 	 * records the pointer with the sample (pbp_event.async_task); userspace names the task and
 	 * the tasks that await it while they live. */
 	__u16 tstate_async_task;
+
+	/* A code object's identity, captured once per code object (bpf/code_capture.bpf.h) so that
+	 * one freed before userspace reads it (a module body, exec'd code) is still named exactly:
+	 * the offsets of co_name, co_qualname, co_filename and co_linetable (co_lnotab before
+	 * 3.10), pointers followed by BPF, PBP_OFF_NONE where the version has none; co_firstlineno
+	 * (an int, in the code window). code_ident_len: bytes of the code object copied (covers
+	 * these and the checksum's fields); 0 = no capture (finalize_bpf_offsets fills it). */
+	__u16 code_ident[PBP_CODE_IDENT_PTRS];
+	__u16 code_firstlineno;
+	__u16 code_ident_len;
 };
 /* Bytes read from tstate->cframe: cframe_current_frame and cframe_previous lie within. */
 #define PBP_CFRAME_WINDOW 24
@@ -190,10 +209,20 @@ struct pbp_proc {
 	                           * a thread found without a thread state soon after it (or after the
 	                           * thread's start) is looked for again at its next sample
 	                           * (NEG_YOUNG_NS, bpf/thread_state.bpf.h) */
+	/* The runtime's phase, read for a sample without Python frames (pbp_event.runtime):
+	 * &_PyRuntime.initialized (an int; 3.6: pylifecycle.c's static 'initialized') and
+	 * &_PyRuntime._finalizing (a PyThreadState *; 3.6: _Py_Finalizing). 0 = not known. */
+	__u64 runtime_initialized_addr;
+	__u64 runtime_finalizing_addr;
 	__u32 generation;         /* bumped by userspace whenever this entry is rewritten */
 	__u32 max_depth;          /* frames to collect, <= PBP_MAX_DEPTH */
 	__u32 flags;              /* PBP_PROC_* */
 	__u32 gil_wait_size;      /* PBP_GIL_WHERE_STATICS: bytes of the futex range at gil_addr, else 0 */
+	/* Written by BPF: 1 once a sample read runtime_initialized_addr as set (Py_Initialize had
+	 * completed). Until then each on-CPU sample reads the runtime's phase (pbp_event.runtime):
+	 * its stack is start-up's. 0 when userspace (re)writes the entry. */
+	__u32 running;
+	__u32 _pad0;
 };
 /* --mode wall: the process's threads are tracked off CPU (the scheduler programs). */
 #define PBP_PROC_WALL (1u << 0)
@@ -237,6 +266,9 @@ enum pbp_event_type {
 	/* --native: the machine state of the on-CPU sample whose record comes next from this CPU
 	 * (same ts_ns and tid): a struct pbp_native_event, of variable length. */
 	PBP_EV_NATIVE = 6,
+	/* A code object met for the first time in a new stack (see struct pbp_code_event). It comes
+	 * before the record of the sample whose stack holds it. Not a sample. */
+	PBP_EV_CODE = 7,
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack:
@@ -331,6 +363,16 @@ struct pbp_offcpu {
 	__u64 async_task;              /* the running asyncio task at the switch-out (see pbp_event) */
 };
 
+/* pbp_event.runtime: the interpreter's phase when an on-CPU sample was taken, from
+ * pbp_proc.runtime_*_addr: for every sample without Python frames (reasons NO_INTERPRETER,
+ * NO_TSTATE, NO_FRAME), and for the others until the process is seen initialized (pbp_proc.running).
+ * Userspace names a sample without frames [interpreter start-up] (not initialized, not
+ * finalizing), [interpreter finalization] (finalizing), or by its reason; a stack sampled in
+ * start-up goes under a root [interpreter start-up] frame (userspace/cpython/runtime_phase.h). */
+#define PBP_RT_KNOWN (1u << 0)        /* both fields were read (with frames: only until 'running') */
+#define PBP_RT_INITIALIZED (1u << 1)  /* initialized != 0: Py_Initialize completed */
+#define PBP_RT_FINALIZING (1u << 2)   /* _finalizing != NULL: Py_FinalizeEx began (never cleared) */
+
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */
 #define PBP_F_PARTIAL (1u << 1)    /* the walk stopped on an error (reason says which) */
@@ -352,7 +394,8 @@ struct pbp_event {
 	__u32 ppid;               /* EXEC: parent tgid */
 	__u8 gil;                 /* SAMPLE: enum pbp_gil */
 	__u8 wait;                /* OFF_CPU SAMPLE: enum pbp_wait */
-	__u16 _pad2;
+	__u8 runtime;             /* CPU SAMPLE: PBP_RT_* (0: not read) */
+	__u8 _pad2;
 	/* SAMPLE: what it stands for, in ns (on CPU: its perf event's period; off CPU: the
 	 * interval, which ended at ts_ns; with PBP_F_AGGREGATE the sum of short intervals) */
 	__u64 weight_ns;
@@ -401,6 +444,41 @@ struct pbp_native_event {
 };
 #define PBP_NATIVE_HEADER_BYTES (56 + 8 * PBP_NATIVE_KSTACK)
 
+/* ---- code object identities ------------------------------------------------------ */
+
+/* Bytes copied from each str (header and data: 3.11's compact ASCII header is 48 bytes, a
+ * non-ASCII one 72) and from the line table (bytes header and data). A longer str is not taken
+ * from the copy (userspace reads it live, if it still can); a longer line table is kept cut
+ * short: the lines of the instructions it covers. */
+#define PBP_CODE_STR 384
+#define PBP_CODE_LINES 4096
+#define PBP_CODE_REGIONS (1 + PBP_CODE_IDENT_PTRS)
+
+/* The copy of one code object and the objects it points to, taken by BPF when a new stack
+ * holds a code object not captured before for its process (and registration generation):
+ * region 0 is the code object (code_ident_len bytes at code), region 1 + enum pbp_code_ident
+ * the object code_ident[i] points to. Userspace names the code object from this copy as it
+ * would from the live process (userspace/engine/code_capture.h), so a code object that is gone
+ * before the consumer reads it keeps its name, file and lines. Once per code object, never per
+ * sample. The first fields match pbp_event's (ts_ns, type, pid, tid, cpu). */
+struct pbp_code_event {
+	__u64 ts_ns;
+	__u32 type;               /* PBP_EV_CODE */
+	__u32 pid;                /* host tgid */
+	__u32 tid;
+	__u32 cpu;
+	__u64 code;               /* the code object's address (as in pbp_frame.code) */
+	__u32 csum;               /* its checksum (as in pbp_frame.csum) */
+	__u32 generation;         /* pbp_proc.generation when captured */
+	__u64 addr[PBP_CODE_REGIONS]; /* where each region was copied from; 0 = not copied */
+	__u16 len[PBP_CODE_REGIONS];  /* bytes copied, at data + PBP_CODE_DATA_OFF(i) */
+	__u16 _pad[3];
+	__u8 data[PBP_WINDOW + 3 * PBP_CODE_STR + PBP_CODE_LINES];
+};
+/* Where region i starts in pbp_code_event.data, and how many bytes it may hold. */
+#define PBP_CODE_DATA_OFF(i) ((i) == 0 ? 0 : PBP_WINDOW + ((i) - 1) * PBP_CODE_STR)
+#define PBP_CODE_DATA_CAP(i) ((i) == 0 ? PBP_WINDOW : (i) == 1 + PBP_CODE_LINETABLE ? PBP_CODE_LINES : PBP_CODE_STR)
+
 /* ---- statistics (per-CPU array, index = enum pbp_stat) ---------------------- */
 
 /* X(NAME, label), in index order from 0; the labels are what debug output prints. */
@@ -421,7 +499,9 @@ struct pbp_native_event {
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
-	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */
+	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
+	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \
+	X(CODE_DROP, "code_drop")               /* ... lost (ring buffer full): read live, if still there */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

@@ -17,6 +17,7 @@
 #include "cpython/layout.h"
 #include "cpython/linetable.h"
 #include "cpython/policy.h"
+#include "cpython/runtime_phase.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
 
@@ -946,3 +947,69 @@ TEST(LayoutChoice, DebugOffsetsErrorsAndWarningsPassThrough) {
 }
 
 }  // namespace
+
+// ---- code identity capture and the runtime's phase ---------------------------------------------
+
+// Every built-in table lets BPF capture a code object's identity: the copy covers the checksum's
+// fields, co_firstlineno and the pointers to co_name, co_filename and the line table (and
+// co_qualname from 3.11); and says where _PyRuntime keeps 'initialized' and '_finalizing' (3.7+).
+TEST(LayoutBuiltin, CodeIdentityAndRuntimePhase) {
+    for (int minor = 6; minor <= 12; minor++) {
+        auto l = builtin_layout(Version::from_hex(0x030000f0u | (unsigned(minor) << 16)), false);
+        ASSERT_TRUE(l.has_value()) << minor;
+        const auto& o = l->bpf;
+        SCOPED_TRACE("3." + std::to_string(minor));
+        EXPECT_GE(o.code_ident_len, o.code_read_len);
+        EXPECT_LE(o.code_ident_len, PBP_WINDOW);
+        EXPECT_EQ(o.code_ident[PBP_CODE_NAME], l->obj.co_name);
+        EXPECT_EQ(o.code_ident[PBP_CODE_FILENAME], l->obj.co_filename);
+        EXPECT_EQ(o.code_ident[PBP_CODE_LINETABLE], l->obj.co_linetable);
+        EXPECT_EQ(o.code_ident[PBP_CODE_QUALNAME], minor >= 11 ? l->obj.co_qualname : PBP_OFF_NONE);
+        for (uint16_t f : {o.code_ident[PBP_CODE_NAME], o.code_ident[PBP_CODE_FILENAME], o.code_ident[PBP_CODE_LINETABLE]})
+            EXPECT_LE(f + 8u, o.code_ident_len);
+        EXPECT_LE(o.code_firstlineno + 4u, o.code_ident_len);
+        EXPECT_EQ(l->runtime_initialized.has_value(), minor >= 7);
+        if (minor >= 7) EXPECT_EQ(*l->runtime_finalizing, *l->runtime_initialized + (minor == 7 ? 8u : 4u + (minor >= 11 ? 4u : 0u)));
+    }
+    // A table without the identity's offsets (tests' hand-made ones) captures nothing.
+    auto l = builtin_layout(Version::from_hex(0x030b00f0u), false);
+    pbp_py_offsets o = l->bpf;
+    o.code_firstlineno = 0;
+    std::string err;
+    ASSERT_TRUE(finalize_bpf_offsets(o, err)) << err;
+    EXPECT_EQ(o.code_ident_len, 0u);
+    // One out of the window is refused, as every other BPF offset.
+    o = l->bpf;
+    o.code_ident[PBP_CODE_LINETABLE] = PBP_WINDOW;
+    EXPECT_FALSE(finalize_bpf_offsets(o, err));
+    EXPECT_NE(err.find("code_ident[linetable]"), std::string::npos) << err;
+}
+
+TEST(RuntimePhase, LabelsOfSamplesWithoutPythonFrames) {
+    using pbp::cpython::frameless_label;
+    using pbp::cpython::in_startup;
+    const uint8_t K = PBP_RT_KNOWN, I = PBP_RT_INITIALIZED, F = PBP_RT_FINALIZING;
+    auto label = [](uint8_t rt, uint16_t reason) {
+        const char* l = frameless_label(rt, reason);
+        return std::string(l ? l : "(reason)");
+    };
+    for (uint16_t r : {PBP_ERR_NO_FRAME, PBP_ERR_NO_INTERPRETER, PBP_ERR_NO_TSTATE}) {
+        EXPECT_EQ(label(K, r), "interpreter start-up");
+        EXPECT_EQ(label(K | F, r), "interpreter finalization");
+        EXPECT_EQ(label(K | I | F, r), "interpreter finalization");
+        EXPECT_EQ(label(0, r), "(reason)");  // not read: its reason
+        EXPECT_EQ(label(I | F, r), "(reason)");
+    }
+    EXPECT_EQ(label(K | I, PBP_ERR_NO_TSTATE), "thread without Python frames");
+    EXPECT_EQ(label(K | I, PBP_ERR_NO_FRAME), "(reason)");
+    EXPECT_EQ(label(K, PBP_ERR_READ_FRAME), "(reason)");  // a problem stays one
+    EXPECT_TRUE(in_startup(K));
+    EXPECT_FALSE(in_startup(K | I));
+    EXPECT_FALSE(in_startup(K | F));
+    EXPECT_FALSE(in_startup(0));
+    EXPECT_TRUE(pbp::cpython::is_site_body("<module>", "/usr/lib/python3.11/site.py"));
+    EXPECT_TRUE(pbp::cpython::is_site_body("<module>", "<frozen site>"));
+    EXPECT_FALSE(pbp::cpython::is_site_body("main", "/usr/lib/python3.11/site.py"));
+    EXPECT_FALSE(pbp::cpython::is_site_body("<module>", "/srv/app/mysite.py"));
+    EXPECT_FALSE(pbp::cpython::is_site_body("<module>", "site.py"));
+}

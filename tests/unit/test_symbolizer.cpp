@@ -19,6 +19,7 @@
 
 #include "targets/discovery.h"
 #include "engine/symbolizer.h"
+#include "engine/code_capture.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
 
@@ -382,6 +383,79 @@ TEST_P(SymbolizerLive, DeadProcess) {
     EXPECT_TRUE(out[0].synthetic);
     EXPECT_EQ(out[0].name, "[unknown: process no longer tracked]");
     EXPECT_EQ(problems["process no longer tracked"], 1u);
+}
+
+// What bpf/code_capture.bpf.h copies of a code object, taken here from the live process the same
+// way: the code object (code_ident_len bytes), then each str / bytes it points to, as much of the
+// region's room as is readable (at least the rest of its page). lines_cap: the line table's room
+// (PBP_CODE_LINES, or less to have it cut short).
+std::unique_ptr<pbp_code_event> capture_like_bpf(const Live& L, const pbp_frame& f, size_t lines_cap = PBP_CODE_LINES) {
+    auto e = std::make_unique<pbp_code_event>();
+    std::memset(e.get(), 0, sizeof *e);
+    const auto& off = L.target.layout.bpf;
+    e->type = PBP_EV_CODE;
+    e->pid = static_cast<uint32_t>(L.child.pid());
+    e->code = f.code;
+    e->csum = f.csum;
+    EXPECT_GT(off.code_ident_len, 0u);
+    EXPECT_TRUE(L.mem->read(f.code, e->data, off.code_ident_len));
+    e->addr[0] = f.code;
+    e->len[0] = off.code_ident_len;
+    for (int i = 0; i < PBP_CODE_IDENT_PTRS; i++) {
+        const uint16_t o = off.code_ident[i];
+        if (o == PBP_OFF_NONE) continue;
+        uint64_t a = 0;
+        std::memcpy(&a, e->data + o, sizeof a);
+        const int r = 1 + i;
+        size_t cap = PBP_CODE_DATA_CAP(r);
+        if (r == 1 + PBP_CODE_LINETABLE) cap = std::min(cap, lines_cap);
+        uint8_t* dst = e->data + PBP_CODE_DATA_OFF(r);
+        size_t n = cap;
+        if (!L.mem->read(a, dst, n)) n = std::min<size_t>(cap, 4096 - (a & 4095));
+        if (!a || !L.mem->read(a, dst, n)) continue;
+        e->addr[r] = a;
+        e->len[r] = static_cast<uint16_t>(n);
+    }
+    return e;
+}
+
+// A code object captured as BPF captures it is named from the copy once the process is gone:
+// name, file and exact line, as from the live process; a line table cut short still gives the
+// lines it covers; a copy that does not match its checksum names nothing.
+TEST_P(SymbolizerLive, CapturedIdentityOutlivesTheProcess) {
+    PBP_REQUIRE(start(), L.error);
+    SCOPED_TRACE(GetParam().name);
+    const pbp_frame method = L.frame("method"), inner = L.frame("inner");
+    pbp_frame module = L.frame("module", 0);  // its first instruction: within any cut
+    auto ev_method = capture_like_bpf(L, method);
+    auto ev_inner = capture_like_bpf(L, inner);
+    auto ev_module = capture_like_bpf(L, module, 40);  // bytes header + a few entries
+    auto ev_bad = capture_like_bpf(L, L.frame("modfunc"));
+    ev_bad->csum ^= 1;  // not what BPF saw: the copy is of another object
+    const pbp_frame modfunc_wrong{ev_bad->code, L.rep.code["modfunc"].instr, ev_bad->csum};
+
+    L.child.signal(SIGKILL);
+    ASSERT_GE(L.child.wait(10), 0);
+
+    EXPECT_TRUE(sym.add_captured(pid, *ev_method));
+    EXPECT_TRUE(sym.add_captured(pid, *ev_inner));
+    EXPECT_TRUE(sym.add_captured(pid, *ev_module));
+    EXPECT_FALSE(sym.add_captured(pid, *ev_bad));
+    EXPECT_FALSE(sym.add_captured(pid + 1000000, *ev_method));  // not a process it knows
+
+    auto out = symbolize({method, inner, module});
+    ASSERT_EQ(out.size(), 3u) << dump(out);
+    EXPECT_EQ(out[0].name, "<module>");
+    EXPECT_EQ(out[0].line, L.rep.code["module"].units.empty() ? out[0].line : L.rep.code["module"].units[0]);
+    EXPECT_EQ(out[1].name, "outer.<locals>.inner");
+    EXPECT_EQ(out[1].line, L.rep.code["inner"].line);
+    EXPECT_EQ(out[2].name, "Klass.method");
+    EXPECT_EQ(out[2].file, script_path());
+    EXPECT_EQ(out[2].line, L.rep.code["method"].line);
+    EXPECT_TRUE(problems.empty());
+    out = symbolize({modfunc_wrong});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].synthetic) << dump(out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, SymbolizerLive, testing::ValuesIn(interpreters()),

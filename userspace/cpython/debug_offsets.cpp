@@ -251,7 +251,7 @@ constexpr int kNewestKnownShape = 15;
 // The fields the walker needs, whatever the shape.
 struct Decoded {
     uint64_t version = 0, free_threaded = 0;
-    uint64_t runtime_size = 0, interpreters_head = 0;
+    uint64_t runtime_size = 0, interpreters_head = 0, finalizing = 0;
     uint64_t interp_size = 0, interp_next = 0, interp_threads_head = 0, interp_code_gen = 0;
     // the GIL: ceval.gil (a pointer), and the interpreter's own _gil and its fields, all
     // offsets inside PyInterpreterState
@@ -285,6 +285,7 @@ template <typename D> Decoded decode(const D& d) {
     r.free_threaded = d.free_threaded;
     r.runtime_size = d.runtime_state.size;
     r.interpreters_head = d.runtime_state.interpreters_head;
+    r.finalizing = d.runtime_state.finalizing;
     r.interp_size = d.interpreter_state.size;
     r.interp_next = d.interpreter_state.next;
     r.interp_threads_head = d.interpreter_state.threads_head;
@@ -476,6 +477,13 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
     l.free_threaded = ft != 0;
     l.line_format = LineTableFormat::Locations311;
     l.runtime_interp_head = d.interpreters_head;
+    // _PyRuntimeState {_Py_DebugOffsets debug_offsets; int _initialized, preinitializing,
+    // preinitialized, core_initialized, initialized; PyThreadState *_finalizing; ..} (3.13 ..
+    // 3.15): 'initialized' is the int just before the pointer's 8-byte slot.
+    if (d.finalizing >= 8 && d.finalizing % 8 == 0 && d.finalizing + 8 <= d.runtime_size) {
+        l.runtime_finalizing = d.finalizing;
+        l.runtime_initialized = d.finalizing - 8;
+    }
     l.source = "_Py_DebugOffsets " + v.str() + (ft ? " free-threaded" : "");
 
     auto u16 = [](uint64_t x) { return static_cast<uint16_t>(x); };
@@ -641,6 +649,7 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
         ao.llist_next = d.llist_next;
     }
 
+    set_code_identity(l);
     std::string ferr;
     if (!finalize_bpf_offsets(o, ferr)) {
         error = "_Py_DebugOffsets " + v.str() + ": " + ferr;

@@ -80,6 +80,14 @@ bool check_window(const char* what, const WinField* f, size_t n, uint16_t& read_
 
 }  // namespace
 
+void set_code_identity(Layout& l) {
+    l.bpf.code_ident[PBP_CODE_NAME] = l.obj.co_name;
+    l.bpf.code_ident[PBP_CODE_QUALNAME] = l.obj.co_qualname;
+    l.bpf.code_ident[PBP_CODE_FILENAME] = l.obj.co_filename;
+    l.bpf.code_ident[PBP_CODE_LINETABLE] = l.obj.co_linetable;
+    l.bpf.code_firstlineno = l.obj.co_firstlineno;
+}
+
 bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
     error.clear();
     if (off.frame_kind != PBP_FRAME_OBJECT && off.frame_kind != PBP_FRAME_INTERP_CFRAME &&
@@ -208,6 +216,26 @@ bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error) {
         return false;
     }
     if (!check_window("code", code, ncode, off.code_read_len, error)) return false;
+
+    // The identity capture copies the code object once, over the checksum's fields and the
+    // identity's; it is off (code_ident_len 0) unless the name and first line are known. Offset
+    // 0 (ob_refcnt) is never one of them: a table that leaves them zero has none.
+    off.code_ident_len = 0;
+    auto known = [](uint16_t o) { return o != 0 && o != PBP_OFF_NONE; };
+    if (known(off.code_ident[PBP_CODE_NAME]) && known(off.code_firstlineno)) {
+        static const char* const ident_names[PBP_CODE_IDENT_PTRS] = {"code_ident[name]", "code_ident[qualname]",
+                                                                     "code_ident[filename]", "code_ident[linetable]"};
+        WinField ident[PBP_CODE_IDENT_PTRS + 1 + std::size(code)];
+        size_t n = 0;
+        for (int i = 0; i < PBP_CODE_IDENT_PTRS; i++)
+            if (known(off.code_ident[i])) ident[n++] = {ident_names[i], off.code_ident[i], 8};
+        ident[n++] = {"code_firstlineno", off.code_firstlineno, 4};
+        for (size_t i = 0; i < ncode; i++) ident[n++] = code[i];
+        if (!check_window("code identity", ident, n, off.code_ident_len, error)) return false;
+    } else {
+        for (int i = 0; i < PBP_CODE_IDENT_PTRS; i++) off.code_ident[i] = PBP_OFF_NONE;
+        off.code_firstlineno = PBP_OFF_NONE;
+    }
     return true;
 }
 

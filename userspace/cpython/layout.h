@@ -111,6 +111,11 @@ struct Layout {
     // Offset inside _PyRuntime of the GIL struct (bpf.gil_where == PBP_GIL_WHERE_ADDR, 3.7 ..
     // 3.11); nullopt elsewhere (3.12+ find it through the interpreter: bpf.interp_gil_ptr).
     std::optional<uint64_t> runtime_gil;
+    // Offsets inside _PyRuntime of 'initialized' (an int: Py_Initialize has completed) and
+    // '_finalizing' (a PyThreadState *: Py_FinalizeEx has begun; never cleared). nullopt for 3.6,
+    // whose static variables say the same (runtime_phase.h). They tell a sample without Python
+    // frames taken in start-up or finalization.
+    std::optional<uint64_t> runtime_initialized, runtime_finalizing;
     AsyncObjectLayout async_objects;  // 3.14+, for --async
     std::string source;  // where it came from: "table 3.11" / "_Py_DebugOffsets 3.13.0"
 };
@@ -129,7 +134,13 @@ std::optional<Layout> layout_from_debug_offsets(std::span<const uint8_t> raw, st
 // How many bytes of _PyRuntime to read for layout_from_debug_offsets().
 constexpr size_t kDebugOffsetsReadSize = 4096;
 
-// Fills frame_read_len / code_read_len and checks every BPF offset fits in PBP_WINDOW.
+// Copies where a code object's identity lies (co_name, co_qualname, co_filename, co_linetable,
+// co_firstlineno: layout.obj) into layout.bpf, for BPF's once-per-code-object capture
+// (pbp_py_offsets.code_ident). Before finalize_bpf_offsets.
+void set_code_identity(Layout& layout);
+
+// Fills frame_read_len / code_read_len / code_ident_len and checks every BPF offset fits in
+// PBP_WINDOW.
 bool finalize_bpf_offsets(pbp_py_offsets& off, std::string& error);
 
 }  // namespace pbp::cpython

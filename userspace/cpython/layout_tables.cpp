@@ -55,6 +55,9 @@ struct Table {
     uint16_t runtime_gil = NONE, interp_gil_ptr = NONE;    // PyInterpreterState.modules (imports.modules in 3.12); offsetof(PyHeapTypeObject,
     // ht_cached_keys) (only read from 3.11, where instances keep values apart from a dict)
     uint16_t interp_modules = 0, ht_cached_keys = NONE;
+    // offsetof(_PyRuntimeState, initialized) (an int) and _finalizing (a PyThreadState *, set by
+    // Py_FinalizeEx and never cleared); NONE for 3.6 (static variables: runtime_phase.h).
+    uint16_t runtime_initialized = NONE, runtime_finalizing = NONE;
 };
 
 // struct _gil_runtime_state {unsigned long interval; last_holder @8; int locked @16;
@@ -91,6 +94,7 @@ constexpr Table k36 = {
 constexpr Table k37 = from(k36, 7, [](Table& t) {
     t.runtime_interp_head = 24;
     t.runtime_gil = 1264;
+    t.runtime_initialized = 0, t.runtime_finalizing = 8;
     t.tstate_thread_id = 176, t.frame_instr = 104;
     t.interp_modules = 40;
 });
@@ -100,6 +104,7 @@ constexpr Table k37 = from(k36, 7, [](Table& t) {
 constexpr Table k38 = from(k37, 8, [](Table& t) {
     t.runtime_interp_head = 32;
     t.runtime_gil = 1152;
+    t.runtime_initialized = 12, t.runtime_finalizing = 16;  // after preinitializing, preinitialized, core_initialized
     t.co_firstlineno = 40, t.co_filename = 104, t.co_name = 112, t.co_linetable = 120;
     t.interp_modules = 56;
 });
@@ -117,7 +122,7 @@ constexpr Table k310 = from(k39, 10, [](Table& t) {
     t.frame_instr = 96;
 });
 
-// 3.11: _PyRuntimeState {5 ints, _finalizing, interpreters{mutex, head @40}};
+// 3.11: _PyRuntimeState {5 ints (.., initialized @16), _finalizing @24, interpreters{mutex, head @40}};
 //       struct _is {next, struct pythreads {next_unique_id, head @16}};
 //       cpython/pystate.h struct _ts {prev, next, interp, .., _PyCFrame *cframe @56, ..,
 //       thread_id @152}, _PyCFrame {use_tracing, current_frame @8, previous};
@@ -142,6 +147,7 @@ constexpr Table k311 = {
     .tstate_native_thread_id = 160,
     .runtime_gil = 360,  // _PyRuntimeState.ceval.gil (3.11.2 and 3.11.7 alike)
     .interp_modules = 888, .ht_cached_keys = 872,
+    .runtime_initialized = 16, .runtime_finalizing = 24,  // after _initialized, preinitializing, ..
 };
 // 3.12: struct _is {next, id, id_refcount, requires_idref, id_mutex, _initialized,
 //       finalizing, monitoring_version, last_restart_version, threads{.., head @72}};
@@ -191,6 +197,8 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
                                     : LineTableFormat::Locations311;
     l.source = "table 3." + std::to_string(v.minor);
     if (t->runtime_interp_head != NONE) l.runtime_interp_head = t->runtime_interp_head;
+    if (t->runtime_initialized != NONE) l.runtime_initialized = t->runtime_initialized;
+    if (t->runtime_finalizing != NONE) l.runtime_finalizing = t->runtime_finalizing;
 
     pbp_py_offsets& o = l.bpf;
     o = pbp_py_offsets{};
@@ -313,6 +321,7 @@ std::optional<Layout> builtin_layout(Version v, bool free_threaded) {
     ob.long_digits = 24;
     ob.long_tagged = v.minor >= 12;
 
+    set_code_identity(l);
     std::string err;
     if (!finalize_bpf_offsets(o, err)) return std::nullopt;  // a broken table is a bug
     return l;

@@ -272,6 +272,11 @@ int BpfSampler::on_record(void* ctx, void* data, size_t size) {
             self->native_handler_(*static_cast<const pbp_native_event*>(data), size);
         return 0;
     }
+    if (e->type == PBP_EV_CODE) {
+        if (self->code_handler_ && size >= sizeof(pbp_code_event))
+            self->code_handler_(*static_cast<const pbp_code_event*>(data));
+        return 0;
+    }
     self->handler_(*e);
     return 0;
 }

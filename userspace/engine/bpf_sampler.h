@@ -45,6 +45,9 @@ public:
     using Handler = std::function<void(const pbp_event&)>;
     // --native: a PBP_EV_NATIVE record, size bytes of it valid (its ustack is cut short).
     using NativeHandler = std::function<void(const pbp_native_event&, size_t size)>;
+    // A PBP_EV_CODE record: a code object's identity, captured once (before the first sample
+    // record whose stack holds it).
+    using CodeHandler = std::function<void(const pbp_code_event&)>;
     struct ProgStats {
         uint64_t run_time_ns = 0, run_cnt = 0;
     };
@@ -56,6 +59,7 @@ public:
     bool native_capture() const { return native_capture_; }
     ~BpfSampler();
 
+    void set_code_handler(CodeHandler h) { code_handler_ = std::move(h); }
     bool add_process(pid_t pid, const pbp_proc& proc, std::string& error);
     void remove_process(pid_t pid);
     // --cgroup: report execs under this cgroup v2 directory (and its descendants) too.
@@ -134,6 +138,7 @@ private:
     std::string wall_error_;
     Handler handler_;
     NativeHandler native_handler_;
+    CodeHandler code_handler_;
     bool native_capture_ = false;
     bool use_loop_ = true;
     uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop

@@ -251,6 +251,10 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
         status = Status::cannot_profile(error);
         return nullptr;
     }
+    // Before the first sample that needs it: its code object may be gone by then.
+    e->sampler_->set_code_handler([eng = e.get()](const pbp_code_event& c) {
+        if (eng->targets_.count(static_cast<pid_t>(c.pid))) eng->symbolizer_->add_captured(static_cast<pid_t>(c.pid), c);
+    });
     e->max_depth_ = e->sampler_->max_depth();
     if (cfg.max_depth > 0) e->max_depth_ = std::min<uint32_t>(e->max_depth_, static_cast<uint32_t>(cfg.max_depth));
     e->symbolizer_ = std::make_unique<Symbolizer>();
@@ -516,6 +520,8 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
         cfg.since_ns = mono_ns();
         // For before/after measurements (tools/bench/run): every code object read, as before 3.14.
         if (cfg_.knobs.no_code_cache) cfg.off.interp_code_gen = PBP_OFF_NONE;
+        // The same: no code object identity captured, every code object read live.
+        if (cfg_.knobs.no_code_capture) cfg.off.code_ident_len = 0;
         symbolizer_->add_process(t.pid, t.layout, t.code_type_addr);
         store_->reset_process(t.pid);
         if (native_) native_->forget_process(t.pid);  // an exec: other files

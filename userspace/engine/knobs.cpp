@@ -12,6 +12,7 @@ Knobs Knobs::from_environment() {
     k.force_no_bpf_loop = getenv("PYBPFPROF_FORCE_NO_BPF_LOOP") != nullptr;
     k.force_no_wall = getenv("PYBPFPROF_FORCE_NO_WALL") != nullptr;
     k.no_code_cache = getenv("PYBPFPROF_NO_CODE_CACHE") != nullptr;
+    k.no_code_capture = getenv("PYBPFPROF_NO_CODE_CAPTURE") != nullptr;
     if (const char* t = getenv("TMPDIR"); t && *t) k.tmpdir = t;
     if (const char* w = getenv("PYBPFPROF_SAMPLE_WINDOW"); w && *w) {
         char* rest = nullptr;

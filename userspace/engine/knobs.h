@@ -13,6 +13,8 @@ struct Knobs {
     bool force_no_wall = false;    // PYBPFPROF_FORCE_NO_WALL: act as on a kernel that refuses wall
                                    // mode's scheduler programs (tests of the refusal)
     bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
+    bool no_code_capture = false;  // PYBPFPROF_NO_CODE_CAPTURE: no code object identity captured by
+                                   // BPF (bpf/code_capture.bpf.h): every code object read live
     std::string tmpdir = "/tmp";   // TMPDIR: where a fallback output goes
     // PYBPFPROF_SAMPLE_WINDOW=SECONDS[,BUCKET_SECONDS[,MAX_BUCKETS]]: how long samples keep
     // their own timestamps before they are folded into buckets (engine/aggregator.h; 0 =

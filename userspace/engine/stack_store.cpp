@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cpython/runtime_phase.h"
 #include "engine/abi_names.h"
 
 namespace pbp {
@@ -32,7 +33,7 @@ uint32_t StackStore::wait_frame(uint32_t wait) {
     return frames_.intern(f);
 }
 
-uint32_t StackStore::synthetic_stack(const std::string& name, uint32_t wait) {
+uint32_t StackStore::synthetic_stack(const std::string& name, uint32_t wait, bool problem) {
     std::vector<uint32_t> frames;
     if (!name.empty()) {
         Frame f;
@@ -43,7 +44,7 @@ uint32_t StackStore::synthetic_stack(const std::string& name, uint32_t wait) {
     if (wait) frames.push_back(wait_frame(wait));
     uint32_t idx = stacks_.intern(frames);
     if (problem_.size() <= idx) problem_.resize(idx + 1);
-    problem_[idx] = name;
+    problem_[idx] = problem ? name : "";
     return idx;
 }
 
@@ -64,6 +65,8 @@ bool StackStore::resolve(pid_t pid, uint64_t stack_id, BaseStack& b) {
     std::map<std::string, uint64_t> problems;
     b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
+    b.startup = false;
+    for (uint32_t f : b.frames) b.startup |= cpython::is_site_body(frames_.at(f).name, frames_.at(f).file);
     b.entry.clear();
     // One frame per walked frame (none skipped as a shim): the marks line up with the frames.
     if (b.frames.size() == depth) b.entry.assign(entry_leaf_first.rbegin(), entry_leaf_first.rend());
@@ -94,10 +97,17 @@ uint32_t StackStore::intern_stack(const std::vector<uint32_t>& root_first) {
 uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {
     auto v = b.variants.find(variant);
     if (v != b.variants.end()) return v->second;
+    const uint32_t key = variant;
     std::string problem = b.problem;
     std::vector<uint32_t> frames;
     const uint32_t wait = variant >> kWaitShift;
-    variant &= (1u << kWaitShift) - 1;
+    if (variant & kStartupBit) {  // root-most: everything sampled in start-up under one frame
+        Frame phase;
+        phase.synthetic = true;
+        phase.name = std::string("[") + cpython::kStartup + "]";
+        frames.push_back(frames_.intern(phase));
+    }
+    variant &= kStartupBit - 1;
     if (variant) {
         Frame marker;
         marker.synthetic = true;
@@ -114,7 +124,7 @@ uint32_t StackStore::variant_stack(BaseStack& b, uint32_t variant) {
     uint32_t idx = stacks_.intern(frames);
     if (problem_.size() <= idx) problem_.resize(idx + 1);
     problem_[idx] = problem;
-    b.variants.emplace(variant | (wait << kWaitShift), idx);
+    b.variants.emplace(key, idx);
     return idx;
 }
 
@@ -134,7 +144,11 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
     const uint32_t wait = e.kind == PBP_KIND_OFF_CPU && e.wait > PBP_WAIT_NONE && e.wait < PBP_WAIT_COUNT ? e.wait : 0;
     // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread still
     // blocked at the end, stack not read): the leaf alone.
-    if (!e.stack_id) return synthetic_stack(wait && e.reason == PBP_OK ? "" : reason_label(e.reason), wait);
+    if (!e.stack_id) {
+        // Start-up, finalization, a C library's thread: what it is, not a problem.
+        if (const char* what = cpython::frameless_label(e.runtime, e.reason)) return synthetic_stack(what, wait, false);
+        return synthetic_stack(wait && e.reason == PBP_OK ? "" : reason_label(e.reason), wait);
+    }
     const pid_t pid = static_cast<pid_t>(e.pid);
     auto& ids = stack_ids_[pid];
     auto it = ids.find(e.stack_id);
@@ -146,6 +160,7 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
         retry(pid, e.stack_id, it->second);
     }
     uint32_t variant = (e.flags & PBP_F_PARTIAL) ? 2 + e.reason : (e.flags & PBP_F_TRUNCATED) ? 1 : 0;
+    if (it->second.startup || cpython::in_startup(e.runtime)) variant |= kStartupBit;
     return variant_stack(it->second, variant | (wait << kWaitShift));
 }
 

@@ -91,16 +91,20 @@ private:
         std::vector<uint32_t> frames;  // root first, interned
         std::vector<bool> entry;       // --native: per frame, an entry frame (see python_frames)
         std::string problem;           // "" or why some frame is unresolved
+        bool startup = false;          // holds the site module's body: start-up (runtime_phase.h)
         // StackTable index per marker variant: 0 = none, 1 = [truncated], 2 + reason =
-        // [partial stack: reason], plus an off-CPU wait reason << kWaitShift (its leaf); made
+        // [partial stack: reason], plus kStartupBit (a root [interpreter start-up] frame), plus
+        // an off-CPU wait reason << kWaitShift (its leaf); made
         // once, so a repeated sample costs one lookup.
         std::unordered_map<uint32_t, uint32_t> variants;
     };
 
     static constexpr uint32_t kWaitShift = 24;
+    static constexpr uint32_t kStartupBit = 1u << 23;  // a variant under [interpreter start-up]
     uint32_t wait_frame(uint32_t wait);  // the interned leaf frame of a wait reason
     // "[name]" (none when name is "") and the leaf of wait (none when 0).
-    uint32_t synthetic_stack(const std::string& name, uint32_t wait = 0);
+    // problem: the name is why the sample is unresolved (counted in the summary), not what it is.
+    uint32_t synthetic_stack(const std::string& name, uint32_t wait = 0, bool problem = true);
     // Reads and symbolizes a BPF stack into b; false when the id is no longer in the map.
     bool resolve(pid_t pid, uint64_t stack_id, BaseStack& b);
     // The StackTable index of b with a marker variant, made once.

@@ -8,6 +8,7 @@
 #include "cpython/linetable.h"
 #include "cpython/objects.h"
 #include "cpython/policy.h"
+#include "engine/code_capture.h"
 
 namespace pbp {
 
@@ -56,25 +57,23 @@ bool Symbolizer::looks_alive(const cpython::Layout& layout, uint64_t code_type_a
     return true;
 }
 
-Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
-    auto it = p.code.find(addr);
-    if (it != p.code.end() && it->second.csum == csum) return &it->second;
-
+std::optional<Symbolizer::CodeInfo> Symbolizer::read_code(const Proc& p, MemoryReader& mem, uint64_t addr,
+                                                          uint32_t csum, std::string& problem) const {
     const auto& off = p.layout.bpf;
     const auto& obj = p.layout.obj;
     uint8_t win[PBP_WINDOW];
     size_t len = off.code_read_len;
-    if (len == 0 || len > sizeof win || !p.mem->read(addr, win, len)) {
+    if (len == 0 || len > sizeof win || !mem.read(addr, win, len)) {
         problem = "code object unreadable (process exited before symbolization)";
-        return nullptr;
+        return std::nullopt;
     }
-    if (code_checksum(off, win, len, p.mem.get()) != csum || !looks_alive(p.layout, p.code_type_addr, addr, win, len)) {
+    if (code_checksum(off, win, len, &mem) != csum || !looks_alive(p.layout, p.code_type_addr, addr, win, len)) {
         problem = kFreed;
-        return nullptr;
+        return std::nullopt;
     }
     auto ptr = [&](uint16_t o) -> uint64_t {
         uint64_t v = 0;
-        if (o != PBP_OFF_NONE) p.mem->read(addr + o, &v, sizeof v);
+        if (o != PBP_OFF_NONE) mem.read(addr + o, &v, sizeof v);
         return v;
     };
     CodeInfo ci;
@@ -82,8 +81,8 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
     uint64_t qn = ptr(obj.co_qualname);
     uint64_t nm = ptr(obj.co_name);
     std::optional<std::string> name;
-    if (qn) name = cpython::read_unicode(*p.mem, obj, qn);
-    if (!name && nm) name = cpython::read_unicode(*p.mem, obj, nm);
+    if (qn) name = cpython::read_unicode(mem, obj, qn);
+    if (!name && nm) name = cpython::read_unicode(mem, obj, nm);
     if (!name) {
         if (debug_log_) {
             char buf[128];
@@ -92,26 +91,59 @@ Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csu
             debug_log_(buf);
         }
         problem = kNameUnreadable;
-        return nullptr;
+        return std::nullopt;
     }
     ci.name = *name;
     uint64_t fn = ptr(obj.co_filename);
-    ci.file = cpython::read_unicode(*p.mem, obj, fn).value_or("<unknown>");
+    ci.file = cpython::read_unicode(mem, obj, fn).value_or("<unknown>");
     ci.shim = cpython::is_init_cleanup_shim(p.layout.version, qn, nm, fn, ci.name);
     int32_t fl = 0;
-    if (obj.co_firstlineno != PBP_OFF_NONE) p.mem->read(addr + obj.co_firstlineno, &fl, sizeof fl);
+    if (obj.co_firstlineno != PBP_OFF_NONE) mem.read(addr + obj.co_firstlineno, &fl, sizeof fl);
     ci.firstlineno = fl;
-    ci.linetable = cpython::read_bytes(*p.mem, obj, ptr(obj.co_linetable)).value_or("");
+    ci.linetable = cpython::read_bytes(mem, obj, ptr(obj.co_linetable)).value_or("");
     // Freed while its fields were being read (an import's module body lives ~0.1 ms): they
     // may be half gone (no file, no line table). Still the same live object after the reads
     // (its checksum holds a per-creation field), they were read from it.
-    if (!p.mem->read(addr, win, len) || code_checksum(off, win, len, p.mem.get()) != csum ||
+    if (!mem.read(addr, win, len) || code_checksum(off, win, len, &mem) != csum ||
         !looks_alive(p.layout, p.code_type_addr, addr, win, len)) {
         problem = kFreed;
-        return nullptr;
+        return std::nullopt;
     }
-    auto [ins, _] = p.code.insert_or_assign(addr, std::move(ci));
+    return ci;
+}
+
+Symbolizer::CodeInfo* Symbolizer::code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem) {
+    auto it = p.code.find(addr);
+    if (it != p.code.end() && it->second.csum == csum) return &it->second;
+    auto ci = read_code(p, *p.mem, addr, csum, problem);
+    if (!ci) return nullptr;
+    auto [ins, _] = p.code.insert_or_assign(addr, std::move(*ci));
     return &ins->second;
+}
+
+bool Symbolizer::add_captured(pid_t pid, const pbp_code_event& e) {
+    auto pit = procs_.find(pid);
+    if (pit == procs_.end()) return false;
+    Proc& p = pit->second;
+    if (auto it = p.code.find(e.code); it != p.code.end() && it->second.csum == e.csum) return true;
+    CapturedCode copy(e, p.layout.obj);
+    std::string problem;
+    std::optional<CodeInfo> ci;
+    if (copy.valid()) ci = read_code(p, copy, e.code, e.csum, problem);
+    if (!ci || copy.linetable_cut()) {
+        // A line table longer than the copy, or a str longer than it (a long path): from the
+        // process, while the code object lives (a new stack's code object mostly still does).
+        std::string live_problem;
+        if (auto live = read_code(p, *p.mem, e.code, e.csum, live_problem)) ci = std::move(live);
+    }
+    if (!ci) {
+        if (debug_log_)
+            debug_log_("code " + std::to_string(e.code) + " of PID " + std::to_string(pid) +
+                       ": its captured identity is unreadable (" + problem + ")");
+        return false;
+    }
+    p.code.insert_or_assign(e.code, std::move(*ci));
+    return true;
 }
 
 std::optional<Frame> Symbolizer::frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,

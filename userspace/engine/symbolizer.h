@@ -1,5 +1,6 @@
 // symbolize: BPF stacks of (code address, instruction offset, checksum) -> Frames.
-// Reads code objects from the live target with process_vm_readv. The cache is keyed by
+// Names code objects from the copies BPF captured of them (add_captured), else reads them
+// from the live target with process_vm_readv. The cache is keyed by
 // address and checked against the checksum BPF computed at sample time, so a code object
 // freed and replaced at the same address is never mislabelled.
 #pragma once
@@ -29,6 +30,11 @@ public:
     void add_process(pid_t pid, const cpython::Layout& layout, uint64_t code_type_addr,
                      std::unique_ptr<MemoryReader> mem);
     void remove_process(pid_t pid);
+    // A code object's identity as BPF captured it (PBP_EV_CODE, before the first stack that
+    // holds it): its frames are named from the copy, so one freed before they are read keeps its
+    // name, file and lines. A copy it cannot name from (a str or line table longer than BPF
+    // copies) is completed from the live process when it can. False when nothing was learned.
+    bool add_captured(pid_t pid, const pbp_code_event& e);
 
     // Frames of one BPF stack, ROOT FIRST (BPF records leaf first). Frames that cannot be
     // resolved become synthetic frames; each such problem is counted in 'problems'.
@@ -75,6 +81,9 @@ private:
         std::unique_ptr<MemoryReader> mem;
         std::unordered_map<uint64_t, CodeInfo> code;  // by address
     };
+    // The code object at addr with checksum csum, read through mem (the process, or a copy).
+    std::optional<CodeInfo> read_code(const Proc& p, MemoryReader& mem, uint64_t addr, uint32_t csum,
+                                      std::string& problem) const;
     CodeInfo* code_info(Proc& p, uint64_t addr, uint32_t csum, std::string& problem);
     // Resolves one BPF frame; nullopt for a shim frame (left out). 'ci' is set when resolved.
     std::optional<Frame> frame(Proc* p, const pbp_frame& f, std::map<std::string, uint64_t>& problems,

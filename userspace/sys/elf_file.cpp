@@ -93,13 +93,23 @@ std::map<std::string, ElfFile::Symbol> ElfFile::find_sized_symbols(const std::ve
             Elf_Data* d = elf_getdata(scn, nullptr);
             if (!d) continue;
             size_t n = sh.sh_size / sh.sh_entsize;
+            std::string file;  // the source file of the local symbols that follow (STT_FILE)
             for (size_t i = 0; i < n; i++) {
                 GElf_Sym sym;
                 if (!gelf_getsym(d, static_cast<int>(i), &sym)) break;
+                if (GELF_ST_TYPE(sym.st_info) == STT_FILE) {
+                    const char* f = elf_strptr(elf_, sh.sh_link, sym.st_name);
+                    file = f ? f : "";
+                    continue;
+                }
                 if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
                 const char* nm = elf_strptr(elf_, sh.sh_link, sym.st_name);
                 if (!nm || !*nm) continue;
                 if (want.count(nm) && !found.count(nm)) found[nm] = Symbol{sym.st_value, sym.st_size};
+                if (GELF_ST_BIND(sym.st_info) == STB_LOCAL && !file.empty()) {
+                    std::string q = file + ":" + nm;  // a static variable named after its file
+                    if (want.count(q) && !found.count(q)) found[q] = Symbol{sym.st_value, sym.st_size};
+                }
             }
         }
     }

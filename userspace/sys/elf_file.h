@@ -28,7 +28,9 @@ public:
     ElfFile& operator=(const ElfFile&) = delete;
 
     // Values (link-time virtual addresses) of the named symbols that exist, from .dynsym
-    // and .symtab (local symbols too). One pass over the symbol tables.
+    // and .symtab (local symbols too). One pass over the symbol tables. "FILE:NAME" names the
+    // local symbol NAME of source file FILE (after its STT_FILE entry): a static variable whose
+    // name other files use too.
     std::map<std::string, uint64_t> find_symbols(const std::vector<std::string>& names) const;
     // The same, with each symbol's size (st_size: the bytes of a variable).
     struct Symbol {

@@ -77,6 +77,8 @@ pbp_proc PythonTarget::bpf_config(uint32_t max_depth, uint32_t generation) const
             p.off.gil_where = PBP_GIL_WHERE_NONE;
         }
     }
+    p.runtime_initialized_addr = runtime_phase.initialized;
+    p.runtime_finalizing_addr = runtime_phase.finalizing;
     p.generation = generation;
     p.max_depth = max_depth;
     return p;
@@ -97,6 +99,8 @@ std::shared_ptr<const Discoverer::ElfFacts> Discoverer::facts_for(pid_t, const s
         f->loads = elf->loads();
         // One pass over the symbol tables for both lists.
         std::vector<std::string> names = cpython::runtime_symbols();
+        const auto& phase_names = cpython::runtime_phase_symbols();
+        names.insert(names.end(), phase_names.begin(), phase_names.end());
         const auto& gil_names = cpython::gil_static_symbols();
         names.insert(names.end(), gil_names.begin(), gil_names.end());
         for (auto& [name, sym] : elf->find_sized_symbols(names)) {
@@ -212,6 +216,10 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         }
         t.layout = *lay.layout;
         t.warning = lay.warning;
+        std::map<std::string, uint64_t> phase_syms;
+        for (const std::string& n : cpython::runtime_phase_symbols())
+            if (uint64_t a = sym(n.c_str())) phase_syms[n] = a;
+        t.runtime_phase = cpython::runtime_phase_addrs(t.layout, t.runtime_addr, phase_syms);
         std::string gil_why;
         t.gil_statics = cpython::locate_gil_statics(t.layout, facts->gil_syms, *bias, gil_why);
         t.gil_unknown = cpython::gil_unknown_reason(t.layout, gil_why);

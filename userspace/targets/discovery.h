@@ -13,6 +13,7 @@
 
 #include "cpython/gil.h"
 #include "cpython/layout.h"
+#include "cpython/runtime_phase.h"
 #include "pybpfprof/abi.h"
 
 namespace pbp {
@@ -29,6 +30,7 @@ struct PythonTarget {
     std::string warning;          // e.g. newer-than-tested CPython
     std::optional<cpython::GilStatics> gil_statics;  // 3.6: its GIL's static variables
     std::string gil_unknown;      // why its samples' GIL state is n/a; "" when it is known
+    cpython::RuntimePhaseAddrs runtime_phase;  // where BPF reads start-up / finalization
 
     std::string describe() const;  // "3.11.7 (static /usr/bin/python3.11)"
     pbp_proc bpf_config(uint32_t max_depth, uint32_t generation) const;
