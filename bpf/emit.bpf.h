@@ -8,7 +8,7 @@
 #include "code_capture.bpf.h"
 
 /* The runtime's phase (PBP_RT_*) of process proc, read from it (it must be current: an on-CPU
- * sample). 0 when its addresses are not known or unreadable. */
+ * sample). 0 when its addresses are not known, PBP_RT_UNREADABLE when they cannot be read. */
 static __always_inline __u8 runtime_phase_of(const struct pbp_proc *proc)
 {
 	if (!proc->runtime_initialized_addr || !proc->runtime_finalizing_addr)
@@ -17,7 +17,7 @@ static __always_inline __u8 runtime_phase_of(const struct pbp_proc *proc)
 	__u64 finalizing = 0;
 	if (bpf_probe_read_user(&initialized, sizeof(initialized), (const void *)proc->runtime_initialized_addr) ||
 	    bpf_probe_read_user(&finalizing, sizeof(finalizing), (const void *)proc->runtime_finalizing_addr))
-		return 0;
+		return PBP_RT_UNREADABLE;
 	return PBP_RT_KNOWN | (initialized ? PBP_RT_INITIALIZED : 0) | (finalizing ? PBP_RT_FINALIZING : 0);
 }
 

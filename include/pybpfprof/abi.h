@@ -372,6 +372,9 @@ struct pbp_offcpu {
 #define PBP_RT_KNOWN (1u << 0)        /* both fields were read (with frames: only until 'running') */
 #define PBP_RT_INITIALIZED (1u << 1)  /* initialized != 0: Py_Initialize completed */
 #define PBP_RT_FINALIZING (1u << 2)   /* _finalizing != NULL: Py_FinalizeEx began (never cleared) */
+/* The addresses are known but could not be read: a page of the runtime not faulted in yet (a
+ * process that has not begun its start-up; BPF cannot fault a page in) or gone (the exit). */
+#define PBP_RT_UNREADABLE (1u << 3)
 
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */

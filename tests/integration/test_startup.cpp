@@ -24,17 +24,29 @@ bool unresolved(const RFrame& f) {
            (!f.name.empty() && f.name[0] != '[' && f.file == "<unknown>");
 }
 
+// unresolved: samples with a frame that could not be named; frameless: samples without Python
+// frames that say only why ("[no Python frame]", ...), not what they are (start-up, finalization,
+// a C library's thread). The issue counts both as unresolved.
 struct Counts {
     size_t total = 0, unresolved = 0, frameless = 0;
     std::string example;  // an unresolved stack, for the failure message
+    size_t all_unresolved() const { return unresolved + frameless; }
 };
+
+bool attributed(const std::string& label) {
+    return label == "[interpreter start-up]" || label == "[interpreter finalization]" ||
+           label == "[thread without Python frames]";
+}
 
 Counts count(const RProfile& p) {
     Counts c;
     for (auto& t : p.threads)
         for (auto& s : t.samples) {
             c.total++;
-            if (s.size() == 1 && s[0].name == "[no Python frame]") c.frameless++;
+            if (s.size() == 1 && !s[0].name.empty() && s[0].name[0] == '[' && !attributed(s[0].name)) {
+                if (c.frameless++ == 0 && c.example.empty()) c.example = s[0].name;
+                continue;
+            }
             for (auto& f : s)
                 if (unresolved(f)) {
                     if (c.unresolved++ == 0) c.example = f.name + " (" + f.file + ")";
@@ -90,9 +102,9 @@ TEST_P(Startup, ImportTreeModuleBodiesAreNamed) {
         }
     std::cerr << "[ info ] " << GetParam().name << ": " << c.total << " samples, " << in_body
               << " in generated module bodies (" << at_loop << " at their loop), " << c.unresolved
-              << " unresolved, " << c.frameless << " without a Python frame\n";
-    EXPECT_LT(c.unresolved, c.total / 100 + 1) << c.unresolved << " of " << c.total
-                                               << " samples unresolved, e.g. " << c.example << "\n" << err;
+              << " unresolved, " << c.frameless << " without a Python frame and not start-up or finalization\n";
+    EXPECT_LT(c.all_unresolved(), c.total / 100 + 1)
+        << c.all_unresolved() << " of " << c.total << " samples unresolved, e.g. " << c.example << "\n" << err;
     // The module bodies are most of the run's CPU (each loops ~20000 times).
     EXPECT_GT(in_body, c.total / 5) << c.total << " samples";
     EXPECT_GE(at_loop, in_body * 95 / 100) << "module body samples elsewhere than at their loop, e.g. "
@@ -182,10 +194,10 @@ TEST(StartupHost, PandasDaskDistributedImport) {
     ASSERT_EQ(r.status, 0) << r.out << r.err;
     Counts c = count(read_speedscope(path));
     std::cerr << "[ info ] " << c.total << " samples, " << c.unresolved << " unresolved, " << c.frameless
-              << " without a Python frame\n";
+              << " without a Python frame and not start-up or finalization\n";
     EXPECT_GT(c.total, 200u);
-    EXPECT_LT(c.unresolved, c.total / 100 + 1) << c.unresolved << " of " << c.total << " samples unresolved, e.g. "
-                                               << c.example << "\n" << r.err;
+    EXPECT_LT(c.all_unresolved(), c.total / 100 + 1)
+        << c.all_unresolved() << " of " << c.total << " samples unresolved, e.g. " << c.example << "\n" << r.err;
 }
 
 }  // namespace

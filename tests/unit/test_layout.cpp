@@ -989,8 +989,8 @@ TEST(RuntimePhase, LabelsOfSamplesWithoutPythonFrames) {
     using pbp::cpython::frameless_label;
     using pbp::cpython::in_startup;
     const uint8_t K = PBP_RT_KNOWN, I = PBP_RT_INITIALIZED, F = PBP_RT_FINALIZING;
-    auto label = [](uint8_t rt, uint16_t reason) {
-        const char* l = frameless_label(rt, reason);
+    auto label = [](uint8_t rt, uint16_t reason, bool started = true) {
+        const char* l = frameless_label(rt, reason, started);
         return std::string(l ? l : "(reason)");
     };
     for (uint16_t r : {PBP_ERR_NO_FRAME, PBP_ERR_NO_INTERPRETER, PBP_ERR_NO_TSTATE}) {
@@ -1001,6 +1001,12 @@ TEST(RuntimePhase, LabelsOfSamplesWithoutPythonFrames) {
         EXPECT_EQ(label(I | F, r), "(reason)");
     }
     EXPECT_EQ(label(K | I, PBP_ERR_NO_TSTATE), "thread without Python frames");
+    // Unreadable: before the process touched its runtime (start-up), or in its exit.
+    const uint8_t U = PBP_RT_UNREADABLE;
+    EXPECT_EQ(label(U, PBP_ERR_NO_INTERPRETER, false), "interpreter start-up");
+    EXPECT_EQ(label(U, PBP_ERR_NO_INTERPRETER, true), "(reason)");
+    EXPECT_EQ(label(U, PBP_ERR_READ_RUNTIME, false), "(reason)");
+    EXPECT_FALSE(in_startup(U));
     EXPECT_EQ(label(K | I, PBP_ERR_NO_FRAME), "(reason)");
     EXPECT_EQ(label(K, PBP_ERR_READ_FRAME), "(reason)");  // a problem stays one
     EXPECT_TRUE(in_startup(K));

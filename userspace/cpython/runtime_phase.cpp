@@ -36,10 +36,11 @@ bool is_site_body(const std::string& name, const std::string& file) {
     return file.size() > tail.size() && file.compare(file.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-const char* frameless_label(uint8_t runtime, uint16_t reason) {
-    if (!(runtime & PBP_RT_KNOWN)) return nullptr;
+const char* frameless_label(uint8_t runtime, uint16_t reason, bool started) {
     if (reason != PBP_ERR_NO_FRAME && reason != PBP_ERR_NO_INTERPRETER && reason != PBP_ERR_NO_TSTATE)
         return nullptr;
+    if ((runtime & PBP_RT_UNREADABLE) && !started) return kStartup;
+    if (!(runtime & PBP_RT_KNOWN)) return nullptr;
     // _finalizing is never cleared once set; 'initialized' is cleared by Py_FinalizeEx too.
     if (runtime & PBP_RT_FINALIZING) return "interpreter finalization";
     if (!(runtime & PBP_RT_INITIALIZED)) return kStartup;

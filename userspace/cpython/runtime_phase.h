@@ -25,10 +25,12 @@ RuntimePhaseAddrs runtime_phase_addrs(const Layout& layout, uint64_t runtime_add
                                       const std::map<std::string, uint64_t>& syms);
 
 // What a sample without Python frames is (runtime: pbp_event.runtime, reason: its enum pbp_reason):
-// "interpreter start-up" (Py_Initialize not completed), "interpreter finalization" (Py_FinalizeEx
-// began), "thread without Python frames" (a running interpreter's thread with no thread state: a
-// thread a C library made); nullptr: its reason says it.
-const char* frameless_label(uint8_t runtime, uint16_t reason);
+// "interpreter start-up" (Py_Initialize not completed; or the runtime unreadable, as its pages
+// are before the process first touches them, in a process that has not 'started': shown a
+// Python stack or a readable runtime yet), "interpreter finalization" (Py_FinalizeEx began),
+// "thread without Python frames" (a running interpreter's thread with no thread state: a thread a
+// C library made); nullptr: its reason says it.
+const char* frameless_label(uint8_t runtime, uint16_t reason, bool started);
 // A sample (with Python frames) taken before Py_Initialize completed (the importlib, encodings
 // and io set-up). Its stack goes under a root frame named kStartup.
 bool in_startup(uint8_t runtime);

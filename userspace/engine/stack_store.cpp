@@ -13,11 +13,13 @@ StackStore::StackStore(Symbolizer& symbolizer, StackLookup lookup)
 
 void StackStore::reset_process(pid_t pid) {
     stack_ids_[pid].clear();
+    started_.erase(pid);
     task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
 }
 
 void StackStore::forget_process(pid_t pid) {
     stack_ids_.erase(pid);
+    started_.erase(pid);
     task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
 }
 
@@ -142,11 +144,14 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
     // An off-CPU sample ends in its wait reason's leaf ([sleeping], ...), made once per
     // (stack, wait) like the markers.
     const uint32_t wait = e.kind == PBP_KIND_OFF_CPU && e.wait > PBP_WAIT_NONE && e.wait < PBP_WAIT_COUNT ? e.wait : 0;
-    // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread still
-    // blocked at the end, stack not read): the leaf alone.
+    // A Python stack or a readable runtime on CPU: the process has touched its runtime's memory.
+    if (e.kind == PBP_KIND_CPU && (e.stack_id || (e.runtime & PBP_RT_KNOWN))) started_.insert(static_cast<pid_t>(e.pid));
     if (!e.stack_id) {
         // Start-up, finalization, a C library's thread: what it is, not a problem.
-        if (const char* what = cpython::frameless_label(e.runtime, e.reason)) return synthetic_stack(what, wait, false);
+        const bool started = started_.count(static_cast<pid_t>(e.pid));
+        if (const char* what = cpython::frameless_label(e.runtime, e.reason, started)) return synthetic_stack(what, wait, false);
+        // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread
+        // still blocked at the end, stack not read): the leaf alone.
         return synthetic_stack(wait && e.reason == PBP_OK ? "" : reason_label(e.reason), wait);
     }
     const pid_t pid = static_cast<pid_t>(e.pid);

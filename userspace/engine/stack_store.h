@@ -11,6 +11,7 @@
 #include <tuple>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,9 @@ private:
     StackTable stacks_;
     std::vector<std::string> problem_;  // per StackTable index
     std::unordered_map<pid_t, std::unordered_map<uint64_t, BaseStack>> stack_ids_;  // pid -> BPF id
+    // Processes that have shown a Python stack or a readable runtime on CPU: past the moment
+    // their runtime's memory was first touched (cpython::frameless_label's 'started').
+    std::unordered_set<pid_t> started_;
     std::unique_ptr<pbp_stack> buf_;
     std::vector<StackMove> moves_;
     // task_stack's results: (pid, stack id, coroutine code, plain stack) -> (chain -> stack)
