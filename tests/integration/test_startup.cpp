@@ -19,6 +19,8 @@
 namespace pbp::test {
 namespace {
 
+int minor_of(const Interpreter& i) { return std::stoi(i.version.substr(2)); }
+
 bool unresolved(const RFrame& f) {
     return f.name.rfind("[unknown", 0) == 0 || f.name.rfind("[partial", 0) == 0 ||
            (!f.name.empty() && f.name[0] != '[' && f.file == "<unknown>");
@@ -173,7 +175,9 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     // Between the script's end and Py_FinalizeEx's start (the main module's teardown, in C, with
     // the runtime still initialized), and in the process's exit after Py_FinalizeEx, a sample
     // keeps its plain reason: at most 2 of them (1 in 2 of 15 runs here, 0 in the others).
-    EXPECT_EQ(vague_before, 0u) << vague_names;
+    // 3.6 sets 'initialized' first thing in Py_Initialize: its C set-up before the first Python
+    // frame reads as running, and a sample there keeps its reason (1 in 1 of 3 runs here).
+    EXPECT_LE(vague_before, minor_of(GetParam()) == 6 ? 2u : 0u) << vague_names;
     EXPECT_LE(vague_after, 2u) << vague_names;
     EXPECT_EQ(c.unresolved, 0u) << c.example;
 }

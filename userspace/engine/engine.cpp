@@ -669,7 +669,7 @@ void Engine::on_sample(const pbp_event& e) {
     uint32_t native_stack = stack;
     if (native_ && e.kind == PBP_KIND_CPU)
         if (auto n = native_pids_.find(static_cast<pid_t>(e.pid)); n != native_pids_.end())
-            native_stack = native_->stack_for(e, stack, n->second);
+            native_stack = store_->with_startup_root(stack, native_->stack_for(e, stack, n->second));
     // Made when a session asks for them: without kernel frames, and --native with --async.
     std::optional<uint32_t> user_stack, native_task_stack[2];
     for (Session* s : it->second) {

@@ -246,6 +246,23 @@ uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::v
     return idx;
 }
 
+uint32_t StackStore::with_startup_root(uint32_t from, uint32_t to) {
+    const auto& f = stacks_.at(from);
+    if (f.empty() || from == to) return to;
+    const Frame& root = frames_.at(f[0]);
+    if (!root.synthetic || root.name != std::string("[") + cpython::kStartup + "]") return to;
+    const auto& t = stacks_.at(to);
+    if (!t.empty() && t[0] == f[0]) return to;
+    std::vector<uint32_t> frames;
+    frames.reserve(t.size() + 1);
+    frames.push_back(f[0]);
+    frames.insert(frames.end(), t.begin(), t.end());
+    const uint32_t idx = stacks_.intern(frames);
+    if (problem_.size() <= idx) problem_.resize(idx + 1);
+    problem_[idx] = problem_[to];
+    return idx;
+}
+
 uint32_t StackStore::without_kernel_frames(uint32_t stack) {
     if (auto it = without_kernel_.find(stack); it != without_kernel_.end()) return it->second;
     std::vector<uint32_t> kept;

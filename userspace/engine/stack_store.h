@@ -66,6 +66,10 @@ public:
                         uint64_t coro_code, std::optional<uint32_t> over = std::nullopt);
     // stack without its kernel frames (FrameKind::Kernel): for callers who may not see them.
     uint32_t without_kernel_frames(uint32_t stack);
+    // Stack 'to' (made from stack 'from': its --native form) under the root [interpreter start-up]
+    // frame of 'from', if it has one and 'to' has not (the native merge takes the Python frames
+    // without their markers).
+    uint32_t with_startup_root(uint32_t from, uint32_t to);
     // "" when every frame of the stack is resolved, else why not (the unresolved count's key).
     const std::string& problem(uint32_t stack) const { return problem_[stack]; }
     // Its problem may clear on a later read of the same id (see StackMove).
