@@ -176,8 +176,8 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     // the runtime still initialized), and in the process's exit after Py_FinalizeEx, a sample
     // keeps its plain reason: at most 2 of them (1 in 2 of 15 runs here, 0 in the others).
     // 3.6 sets 'initialized' first thing in Py_Initialize: its C set-up before the first Python
-    // frame reads as running, and a sample there keeps its reason (1 in 1 of 3 runs here).
-    EXPECT_LE(vague_before, minor_of(GetParam()) == 6 ? 2u : 0u) << vague_names;
+    // frame (a few ms) reads as running, and its samples keep their reason (0, 1 and 2 seen here).
+    EXPECT_LE(vague_before, minor_of(GetParam()) == 6 ? 5u : 0u) << vague_names;
     EXPECT_LE(vague_after, 2u) << vague_names;
     EXPECT_EQ(c.unresolved, 0u) << c.example;
 }

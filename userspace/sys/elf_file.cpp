@@ -84,6 +84,9 @@ std::map<std::string, uint64_t> ElfFile::find_symbols(const std::vector<std::str
 std::map<std::string, ElfFile::Symbol> ElfFile::find_sized_symbols(const std::vector<std::string>& names) const {
     std::map<std::string, Symbol> found;
     std::set<std::string> want(names.begin(), names.end());
+    std::set<std::string> want_files;  // the FILE of each "FILE:NAME" asked for
+    for (const std::string& n : names)
+        if (auto c = n.find(':'); c != std::string::npos) want_files.insert(n.substr(0, c));
     for (int pass = 0; pass < 2 && found.size() < want.size(); pass++) {
         Elf_Scn* scn = nullptr;
         while ((scn = elf_nextscn(elf_, scn))) {
@@ -93,20 +96,22 @@ std::map<std::string, ElfFile::Symbol> ElfFile::find_sized_symbols(const std::ve
             Elf_Data* d = elf_getdata(scn, nullptr);
             if (!d) continue;
             size_t n = sh.sh_size / sh.sh_entsize;
-            std::string file;  // the source file of the local symbols that follow (STT_FILE)
+            std::string file;     // the source file of the local symbols that follow (STT_FILE)
+            bool file_wanted = false;  // ... one a "FILE:NAME" asks for
             for (size_t i = 0; i < n; i++) {
                 GElf_Sym sym;
                 if (!gelf_getsym(d, static_cast<int>(i), &sym)) break;
                 if (GELF_ST_TYPE(sym.st_info) == STT_FILE) {
                     const char* f = elf_strptr(elf_, sh.sh_link, sym.st_name);
                     file = f ? f : "";
+                    file_wanted = want_files.count(file) > 0;
                     continue;
                 }
                 if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
                 const char* nm = elf_strptr(elf_, sh.sh_link, sym.st_name);
                 if (!nm || !*nm) continue;
                 if (want.count(nm) && !found.count(nm)) found[nm] = Symbol{sym.st_value, sym.st_size};
-                if (GELF_ST_BIND(sym.st_info) == STB_LOCAL && !file.empty()) {
+                if (file_wanted && GELF_ST_BIND(sym.st_info) == STB_LOCAL) {
                     std::string q = file + ":" + nm;  // a static variable named after its file
                     if (want.count(q) && !found.count(q)) found[q] = Symbol{sym.st_value, sym.st_size};
                 }
