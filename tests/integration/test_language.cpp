@@ -159,7 +159,11 @@ TEST_P(Language, GeneratorsUnderTheirConsumer) {
                     const RFrame& f = s[i - (c.frames.size() - 1) + k];
                     ok = f.name == c.frames[k] && (f.line == c.lines[k] || (k == 0 && f.line == c.close));
                 }
-                ok = ok && s[i].file == file;
+                // Closing: close() closes the innermost delegate first, from C, so its frame
+                // runs (its GeneratorExit) directly under the consumer's close line (seen once
+                // in 297 samples of coro_inner on sid's 3.15).
+                const bool closing = i >= 1 && s[i - 1].name == c.frames.front() && s[i - 1].line == c.close;
+                ok = (ok || closing) && s[i].file == file;
                 if (ok) good++;
                 else if (bad.empty()) bad = show(s);
             }

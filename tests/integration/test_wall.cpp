@@ -287,7 +287,12 @@ TEST_P(WallHalfSleeping, FiftyFiftyInWallAllComputeInCpu) {
     const ThreadProfile* ct = thread(cpu_run.p, cp.pid, cp.pid);
     ASSERT_NE(ct, nullptr);
     const uint64_t c_compute = weight(*ct, [&](const Sample& s) { return has(cpu_run.p, s, "compute"); });
-    const uint64_t c_all = total(*ct);
+    // The interpreter's own start-up and finalization are on CPU too (CI: 1-2% of a 1.5 s
+    // run, pyenv 3.11); they are named so, and are not the workload's body.
+    const uint64_t c_phases = weight(*ct, [&](const Sample& s) {
+        return has(cpu_run.p, s, "[interpreter start-up]") || has(cpu_run.p, s, "[interpreter finalization]");
+    });
+    const uint64_t c_all = total(*ct) - c_phases;
     ASSERT_GT(c_all, 0u);
     EXPECT_GE(100.0 * c_compute / c_all, 95.0) << describe(cpu_run.p, *ct);
     EXPECT_EQ(weight(*ct, [](const Sample& s) { return s.kind != SampleKind::Cpu; }), 0u)
