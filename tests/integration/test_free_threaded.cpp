@@ -28,15 +28,11 @@ TEST_P(FreeThreaded, ThreadsWithoutGilEachSampledByTheirCpuTime) {
     PBP_REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2, "needs 2 CPUs to run threads in parallel");
     const Interpreter& in = GetParam();
     std::string dir = temp_dir();
-    std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
-    std::filesystem::copy_file(source_dir() + "/tests/workloads/ft_parallel.py",
-                               in.root + "/tmp/pbp-workloads/ft_parallel.py",
-                               std::filesystem::copy_options::overwrite_existing);
     const double secs = 3, rate = 499;
     std::string out = dir + "/out.json";
     std::vector<std::string> cmd{pybpfprof_bin(), "-o", out, "-r", "499", "--"};
     for (auto& a : in.argv) cmd.push_back(a);
-    cmd.push_back("/tmp/pbp-workloads/ft_parallel.py");
+    cmd.push_back(workload_for(in, "ft_parallel.py"));
     cmd.push_back("3");
     auto r = run(cmd, 120);
     ASSERT_EQ(r.status, 0) << r.err;

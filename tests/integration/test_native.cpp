@@ -168,7 +168,9 @@ ChainCount count_chain(const std::string& folded_path) {
 // outer, a, b at the leaf, in that order, each once.
 TEST_P(Native, ExtensionChainUnderItsPythonCaller) {
     const Interpreter& in = GetParam();
-    const std::string ext_dir = in.root.empty() ? dir : "/tmp/pbp-native-ext";
+    // In a chroot: a directory of this test process's own (sid's 3.14 and 3.15 share a root,
+    // and their tests may run side by side).
+    const std::string ext_dir = in.root.empty() ? dir : "/tmp/pbp-native-ext-" + std::to_string(getpid());
     const std::string built = build_extension(in, ext_dir);
     PBP_REQUIRE(built.find("no Python.h") == std::string::npos, built);
     ASSERT_EQ(built, "");

@@ -36,13 +36,7 @@ protected:
     }
     RProfile profile(const std::string& script, std::vector<std::string> args, int rate = 199) {
         const Interpreter& in = GetParam();
-        std::string path = source_dir() + "/tests/workloads/" + script;
-        if (!in.root.empty()) {
-            std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
-            std::filesystem::copy_file(path, in.root + "/tmp/pbp-workloads/" + script,
-                                       std::filesystem::copy_options::overwrite_existing);
-            path = "/tmp/pbp-workloads/" + script;
-        }
+        const std::string path = workload_for(in, script);
         workload_path = path;
         std::string out = dir + "/out.json";
         std::vector<std::string> cmd{"env",    "PYBPFPROF_FORCE_NO_BPF_LOOP=1", pybpfprof_bin(), "-o", out, "-r",

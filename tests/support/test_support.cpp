@@ -353,9 +353,14 @@ std::string workload(const std::string& name) { return source_dir() + "/tests/wo
 
 std::string workload_for(const Interpreter& in, const std::string& script) {
     if (in.root.empty()) return workload(script);
+    // Copied under a name of this process's, then renamed into place: tests that run side by
+    // side (ctest -j2) may copy the same script into the same chroot while the other's
+    // interpreter reads it; a rename is atomic, a copy over the file is not.
     const std::string rel = "/tmp/pbp-workloads/" + script;
+    const std::string tmp = in.root + rel + ".tmp-" + std::to_string(getpid());
     std::filesystem::create_directories(in.root + "/tmp/pbp-workloads");
-    std::filesystem::copy_file(workload(script), in.root + rel, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(workload(script), tmp, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(tmp, in.root + rel);
     return rel;
 }
 
