@@ -220,4 +220,22 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
+/* A thread of a profiled process exits (current is that thread): its last name. */
+static __always_inline void emit_thread_exit(__u32 tgid, __u32 tid)
+{
+	struct pbp_thread_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_add(PBP_STAT_EVENT_DROP, 1);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->type = PBP_EV_THREAD_EXIT;
+	e->pid = tgid;
+	e->tid = tid;
+	e->cpu = bpf_get_smp_processor_id();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+}
+
 #endif /* __PYBPFPROF_EMIT_BPF_H__ */

@@ -169,12 +169,14 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	__u32 pid = BPF_CORE_READ(p, pid);
-	if (pid != tgid)
-		return 0;
-	bpf_map_delete_elem(&tstate_fills, &tgid);
+	if (pid == tgid)
+		bpf_map_delete_elem(&tstate_fills, &tgid);
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
-	emit_proc_event(PBP_EV_EXIT, tgid, 0);
+	/* Every thread of a profiled process: the name it ends with (p is current here). */
+	emit_thread_exit(tgid, pid);
+	if (pid == tgid)
+		emit_proc_event(PBP_EV_EXIT, tgid, 0);
 	return 0;
 }
 

@@ -269,6 +269,9 @@ enum pbp_event_type {
 	/* A code object met for the first time in a new stack (see struct pbp_code_event). It comes
 	 * before the record of the sample whose stack holds it. Not a sample. */
 	PBP_EV_CODE = 7,
+	/* A thread of a profiled process exited (main thread included), with the name it had then
+	 * (see struct pbp_thread_event). Not a sample. */
+	PBP_EV_THREAD_EXIT = 8,
 };
 
 /* Why a sample of a profiled process carries no (or a partial) Python stack:
@@ -414,6 +417,20 @@ struct pbp_event {
 	 * carries the task of its switch-out. */
 	__u64 async_task;
 };                            /* 72 bytes */
+
+/* PBP_EV_THREAD_EXIT: a thread's name (comm) when it exited. A thread may name itself after its
+ * first sample (pthread_setname_np, prctl) and end before the consumer reads its name again:
+ * this is its last name, which its samples are shown under (unless Python named it). The first
+ * fields match pbp_event's (ts_ns, type, pid, tid, cpu). */
+#define PBP_COMM_LEN 16
+struct pbp_thread_event {
+	__u64 ts_ns;
+	__u32 type;               /* PBP_EV_THREAD_EXIT */
+	__u32 pid;                /* host tgid */
+	__u32 tid;                /* host tid */
+	__u32 cpu;
+	char comm[PBP_COMM_LEN];  /* NUL-terminated */
+};                            /* 40 bytes */
 
 /* ---- native stacks (--native) -------------------------------------------------- */
 

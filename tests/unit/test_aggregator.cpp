@@ -811,6 +811,25 @@ TEST(Snapshot, RunInfoFromTheCallerCountsFromTheSamples) {
 
 // ---- process registry ----------------------------------------------------------------------
 
+// A thread's last name (BPF's thread-exit record) replaces the one read at its first sample;
+// a thread never sampled has no profile to name, and an empty name changes nothing.
+TEST(ProcessRegistry, ThreadExitCarriesItsLastName) {
+    ProcessRegistry reg;
+    const uint32_t me = static_cast<uint32_t>(getpid());
+    reg.on_sample(me, me);
+    const pbp::ProcessProfile* m = reg.find(me);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->threads.at(me).name, pbp::procfs::thread_comm(getpid(), getpid()));
+    reg.on_thread_exit(me, me, "pbp-renamed");
+    EXPECT_EQ(m->threads.at(me).name, "pbp-renamed");
+    reg.on_thread_exit(me, me, "");
+    EXPECT_EQ(m->threads.at(me).name, "pbp-renamed");
+    reg.on_thread_exit(me, absent_pid(), "never-sampled");
+    EXPECT_EQ(m->threads.count(absent_pid()), 0u);
+    reg.on_thread_exit(absent_pid(), absent_pid(), "unknown-process");
+    EXPECT_EQ(reg.find(absent_pid()), nullptr);
+}
+
 TEST(ProcessRegistry, SampledBeforeRegisteredAndFill) {
     ProcessRegistry reg;
     const pid_t me = getpid();

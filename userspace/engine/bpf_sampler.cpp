@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 
@@ -18,6 +19,9 @@
 namespace pbp {
 
 static_assert(sizeof(pbp_event) == 72, "a ring-buffer record is 72 bytes (include/pybpfprof/abi.h)");
+static_assert(sizeof(pbp_thread_event) == 40 && offsetof(pbp_thread_event, type) == offsetof(pbp_event, type) &&
+                  offsetof(pbp_thread_event, tid) == offsetof(pbp_event, tid),
+              "a thread record starts like pbp_event (include/pybpfprof/abi.h)");
 static_assert(offsetof(pbp_native_event, kstack) + sizeof(pbp_native_event::kstack) == PBP_NATIVE_HEADER_BYTES &&
                   offsetof(pbp_native_event, type) == offsetof(pbp_event, type),
               "pbp_native_event: its header and its type field (include/pybpfprof/abi.h)");
@@ -265,8 +269,14 @@ bool BpfSampler::set_rate(double hz, std::string& error) {
 
 int BpfSampler::on_record(void* ctx, void* data, size_t size) {
     auto* self = static_cast<BpfSampler*>(ctx);
-    if (size < sizeof(pbp_event)) return 0;
+    // Every record starts like pbp_event (ts_ns, type, pid, tid, cpu); some are shorter.
+    if (size < sizeof(pbp_thread_event)) return 0;
     const auto* e = static_cast<const pbp_event*>(data);
+    if (e->type == PBP_EV_THREAD_EXIT) {
+        if (self->thread_exit_handler_) self->thread_exit_handler_(*static_cast<const pbp_thread_event*>(data));
+        return 0;
+    }
+    if (size < sizeof(pbp_event)) return 0;
     if (e->type == PBP_EV_NATIVE) {
         if (self->native_handler_ && size >= PBP_NATIVE_HEADER_BYTES)
             self->native_handler_(*static_cast<const pbp_native_event*>(data), size);

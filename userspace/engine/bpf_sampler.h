@@ -48,6 +48,8 @@ public:
     // A PBP_EV_CODE record: a code object's identity, captured once (before the first sample
     // record whose stack holds it).
     using CodeHandler = std::function<void(const pbp_code_event&)>;
+    // A PBP_EV_THREAD_EXIT record: a profiled process's thread ended, under this name.
+    using ThreadExitHandler = std::function<void(const pbp_thread_event&)>;
     struct ProgStats {
         uint64_t run_time_ns = 0, run_cnt = 0;
     };
@@ -60,6 +62,7 @@ public:
     ~BpfSampler();
 
     void set_code_handler(CodeHandler h) { code_handler_ = std::move(h); }
+    void set_thread_exit_handler(ThreadExitHandler h) { thread_exit_handler_ = std::move(h); }
     bool add_process(pid_t pid, const pbp_proc& proc, std::string& error);
     void remove_process(pid_t pid);
     // --cgroup: report execs under this cgroup v2 directory (and its descendants) too.
@@ -139,6 +142,7 @@ private:
     Handler handler_;
     NativeHandler native_handler_;
     CodeHandler code_handler_;
+    ThreadExitHandler thread_exit_handler_;
     bool native_capture_ = false;
     bool use_loop_ = true;
     uint32_t nolp_chunk_ = PBP_NOLP_CHUNK;  // frames per walk_nolp run, without bpf_loop

@@ -255,6 +255,11 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     e->sampler_->set_code_handler([eng = e.get()](const pbp_code_event& c) {
         if (eng->targets_.count(static_cast<pid_t>(c.pid))) eng->symbolizer_->add_captured(static_cast<pid_t>(c.pid), c);
     });
+    // A thread's last name: it may have named itself after the registry last read it.
+    e->sampler_->set_thread_exit_handler([eng = e.get()](const pbp_thread_event& t) {
+        if (eng->targets_.count(static_cast<pid_t>(t.pid)))
+            eng->registry_->on_thread_exit(t.pid, t.tid, std::string(t.comm, strnlen(t.comm, sizeof t.comm)));
+    });
     e->max_depth_ = e->sampler_->max_depth();
     if (cfg.max_depth > 0) e->max_depth_ = std::min<uint32_t>(e->max_depth_, static_cast<uint32_t>(cfg.max_depth));
     e->symbolizer_ = std::make_unique<Symbolizer>();

@@ -119,6 +119,16 @@ void ProcessRegistry::refresh_thread_names(bool active_only) {
     }
 }
 
+void ProcessRegistry::on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm) {
+    auto p = meta_.processes.find(pid);
+    if (p == meta_.processes.end() || comm.empty()) return;
+    auto t = p->second.threads.find(tid);
+    if (t == p->second.threads.end()) return;  // never sampled: no profile to name
+    auto s = seen_.find((static_cast<uint64_t>(pid) << 32) | tid);
+    if (s != seen_.end() && s->second.python_named) return;
+    t->second.name = comm;
+}
+
 void ProcessRegistry::forget(pid_t pid) {
     auto it = meta_.processes.find(static_cast<uint32_t>(pid));
     if (it == meta_.processes.end()) return;

@@ -28,6 +28,9 @@ public:
     // (Thread.name = .., prctl). active_only: just the processes with threads sampled since
     // their last naming, and only those threads.
     void refresh_thread_names(bool active_only = false);
+    // A thread of pid ended under this OS name (BPF's PBP_EV_THREAD_EXIT): a thread that was
+    // sampled takes it, unless the interpreter named it (a Python name wins over comm).
+    void on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm);
     void mark_exited(pid_t pid);
     // Drops everything known of pid (no session has it any more).
     void forget(pid_t pid);
