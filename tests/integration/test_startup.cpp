@@ -237,8 +237,8 @@ TEST_P(Startup, CLibraryThreadIsLabelledUnderItsName) {
                   << "\n";
         // 1 s of C at 999 Hz (fewer on a loaded machine).
         EXPECT_GT(spinner->samples.size(), 250u) << err;
-        // All but 1 in 200: one sample in about 600 was something else on 3.6 and on 3.7, once
-        // each in 20 runs (which, not seen again).
+        // All but 1 in 200: one sample in about 1000 was something else on 3.6 and on 3.7, in
+        // 3 of some 40 runs ("native thread without a Python thread state": see below).
         EXPECT_GE(exact, spinner->samples.size() - spinner->samples.size() / 200)
             << "the C thread's other samples:" << others;
         if (native) {
@@ -249,12 +249,15 @@ TEST_P(Startup, CLibraryThreadIsLabelledUnderItsName) {
         // The main thread, waiting off CPU, is not that thread.
         EXPECT_EQ(labelled_elsewhere, 0u);
         // Nothing unresolved (1% allowed, as for the import tree: a code object copy is not
-        // sent past a quarter-full ring buffer, 1 in 518 seen under load); the main thread
-        // between the script's end and Py_FinalizeEx's start keeps its plain reason, as in
-        // StartupAndFinalizationAreLabelled (2 seen, 3.9).
+        // sent past a quarter-full ring buffer, 1 in 518 seen under load). A few samples keep
+        // their plain reason: the main thread's between the script's end and Py_FinalizeEx's
+        // start (as in StartupAndFinalizationAreLabelled), and, it seems, a thread's last ones,
+        // taken in the kernel's exit path once its memory map is gone (every read fails: "no
+        // thread state", "interpreter starting or exiting"). CI saw 3 of them on 3.6, 3.7 and
+        // 3.13 (at most 2 in the 28 runs here before).
         Counts c = count(p);
         EXPECT_LE(c.unresolved, c.total / 100) << c.example << "\n" << err;
-        EXPECT_LE(c.frameless, 2u) << c.example << "\n" << err;
+        EXPECT_LE(c.frameless, 5u) << c.example << "\n" << err;
     }
     std::filesystem::remove_all(in.root + so_dir);
 }
