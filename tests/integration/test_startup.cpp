@@ -177,11 +177,12 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     EXPECT_GE(fin, 50u) << "the teardown of 300000 dicts at exit";
     // Between the script's end and Py_FinalizeEx's start (the main module's teardown, in C, with
     // the runtime still initialized), and in the process's exit after Py_FinalizeEx, a sample
-    // keeps its plain reason: at most 2 of them (1 in 2 of 15 runs here, 0 in the others).
+    // keeps its plain reason; in the kernel's exit path, once the memory map is gone, every read
+    // fails. At most 5 of them: 0-1 in 41 of 42 runs here, 3 in one (sid 3.13t).
     // 3.6 sets 'initialized' first thing in Py_Initialize: its C set-up before the first Python
     // frame (a few ms) reads as running, and its samples keep their reason (0, 1 and 2 seen here).
     EXPECT_LE(vague_before, minor_of(GetParam()) == 6 ? 5u : 0u) << vague_names;
-    EXPECT_LE(vague_after, 2u) << vague_names;
+    EXPECT_LE(vague_after, 5u) << vague_names;
     EXPECT_EQ(c.unresolved, 0u) << c.example;
 }
 
