@@ -279,7 +279,8 @@ INSTANTIATE_TEST_SUITE_P(Walk, WallMechanismP, ::testing::Values(false, true),
                          [](const auto& i) { return i.param ? std::string("NoBpfLoop") : std::string("BpfLoop"); });
 
 // A thread blocked for the whole run (in select) is never switched out or in while it is
-// tracked: seeded when its process is registered, and turned into one sample at the end,
+// tracked: seeded when its process is registered (from the session's start: it was asleep
+// then and has not been switched since), and turned into one sample at the end,
 // covering the session, with its stack (read from its memory: BPF never walked it) and the wait
 // leaf.
 TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
@@ -314,10 +315,13 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
         EXPECT_EQ(n[n.size() - 2], "<module>");
         off += smp.weight_ns;
     }
-    // All of the run but the time from its start to the process's registration, which seeds
-    // the interval: 1-30 ms natively, 40 ms in a 6.1 guest under TCG with one host thread.
+    // All of the run: asleep at the session's start and never switched since, its interval is
+    // seeded from the start, not from the process's registration (until 2026-11-27 it was, and
+    // the time between them, 1-30 ms natively and 40-103 ms in a TCG guest, was missing). The
+    // 5 ms: the time between the session's start and the end, as the engine's stop() takes it,
+    // and the run's end.
     const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
-    EXPECT_GT(off + 100'000'000ull, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
+    EXPECT_GT(off + 5'000'000ull, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
     EXPECT_LE(off, dur);
 }
 

@@ -416,11 +416,20 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     Session* sp = s.get();
     sessions_.push_back(std::move(s));
     apply_wall();
+    asleep_at_start_.clear();
+    if (cfg.mode == ProfileMode::Wall) {
+        for (auto& target : initial)
+            for (pid_t tid : procfs::tids(target.pid))
+                if (auto st = procfs::read_task_status(target.pid, tid); st && (st->state == 'S' || st->state == 'D'))
+                    asleep_at_start_[static_cast<uint32_t>(tid)] = {target.pid, st->state, st->switches};
+        asleep_at_start_ns_ = mono_ns();
+    }
     sp->start_mono_ns_ = mono_ns();
     sp->start_unix_ns_ = real_ns();
     if (cfg.duration_s > 0) sp->deadline_ns_ = sp->start_mono_ns_ + static_cast<uint64_t>(cfg.duration_s * 1e9);
 
     for (auto& target : initial) register_target(*sp, target, true);
+    asleep_at_start_.clear();
     if (t.children) {
         // Their descendants running now; later ones arrive as forks and execs.
         std::vector<pid_t> found;
@@ -1022,7 +1031,8 @@ void Engine::update_async(pid_t pid) {
 
 // Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
 // one asleep has its interval start now (what came before is before every session that wants
-// it), its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
+// it), or, when it was asleep at the start of the session that registers it and has not been
+// switched since (asleep_at_start_), from that start; its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
 // GIL would need the GIL's layout: it counts as sleeping), and its stack read now from its
 // memory: it was never switched out while tracked, so BPF has not walked it, and until it runs
 // its stack stays the one it blocks with (seed_stacks_, used by its first record; symbolized now,
@@ -1041,6 +1051,10 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
         e.gil = proc.off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
         if (st->state == 'S' || st->state == 'D') {
             e.out_ns = now;
+            if (auto a = asleep_at_start_.find(static_cast<uint32_t>(tid));
+                a != asleep_at_start_.end() && a->second.pid == pid && a->second.state == st->state &&
+                a->second.switches == st->switches)
+                e.out_ns = asleep_at_start_ns_;  // asleep since before the session began
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
             if (!have_stacks) {  // once, when the first asleep thread is met
                 have_stacks = true;

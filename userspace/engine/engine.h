@@ -351,6 +351,18 @@ private:
         uint8_t wait;       // the wait leaf stack_id ends in
     };
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
+    // A wall session's start: the threads of its --pid targets asleep then, with their context
+    // switch counts (read just before asleep_at_start_ns_, which precedes the session's start).
+    // One still asleep with the same count when its process is registered slept all along: its
+    // interval is seeded from then, not from the registration (seed_offcpu). Filled and emptied
+    // by subscribe().
+    struct AsleepAtStart {
+        pid_t pid;
+        char state;
+        uint64_t switches;
+    };
+    std::map<uint32_t, AsleepAtStart> asleep_at_start_;  // by tid
+    uint64_t asleep_at_start_ns_ = 0;
     uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
     struct Pending {
         uint64_t since_ns;

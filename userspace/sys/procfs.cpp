@@ -42,6 +42,8 @@ std::optional<Status> parse_status(const std::string& path) {
         else if (key == "Tgid") st.tgid = std::atoi(val.c_str());
         else if (key == "PPid") st.ppid = std::atoi(val.c_str());
         else if (key == "Uid") st.uid = std::atoi(val.c_str());
+        else if (key == "voluntary_ctxt_switches" || key == "nonvoluntary_ctxt_switches")
+            st.switches += std::strtoull(val.c_str(), nullptr, 10);
         else if (key == "NSpid") {
             std::istringstream is(val);
             pid_t x;

@@ -25,6 +25,9 @@ struct Status {
     pid_t tgid = 0, ppid = 0;
     std::vector<pid_t> nspid;  // NSpid: host first, innermost last
     uid_t uid = 0;
+    // voluntary_ctxt_switches + nonvoluntary_ctxt_switches: unchanged between two reads of a
+    // thread asleep at both, it slept all along.
+    uint64_t switches = 0;
 };
 std::optional<Status> read_status(pid_t pid);
 std::optional<Status> read_task_status(pid_t pid, pid_t tid);

@@ -1,0 +1,65 @@
+// procfs::read_task_status: the state and the context-switch count the wall engine seeds a
+// sleeping thread's interval with (Engine::seed_offcpu): unchanged while a thread sleeps,
+// larger once it has woken and slept again.
+#include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "sys/procfs.h"
+
+namespace pbp {
+namespace {
+
+TEST(Procfs, ASleepingThreadsSwitchCountStaysUntilItWakes) {
+    std::mutex m;
+    std::condition_variable cv;
+    int go = 0;
+    std::atomic<pid_t> tid{0};
+    std::thread t([&] {
+        tid = static_cast<pid_t>(syscall(SYS_gettid));
+        std::unique_lock<std::mutex> l(m);
+        for (int round = 1; round <= 2; round++) cv.wait(l, [&] { return go >= round; });
+    });
+    while (!tid) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto asleep = [&] {
+        for (int i = 0; i < 2000; i++) {
+            auto st = procfs::read_task_status(getpid(), tid);
+            if (st && st->state == 'S') return st;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return std::optional<procfs::Status>{};
+    };
+    auto a = asleep();
+    ASSERT_TRUE(a) << "the thread never slept";
+    EXPECT_GT(a->switches, 0u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto b = procfs::read_task_status(getpid(), tid);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->state, 'S');
+    EXPECT_EQ(b->switches, a->switches) << "asleep all along";
+    {
+        std::lock_guard<std::mutex> l(m);
+        go = 1;  // wakes it: it finds round 2 not come and sleeps again
+    }
+    cv.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto c = asleep();
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->switches, b->switches) << "woken and asleep again";
+    {
+        std::lock_guard<std::mutex> l(m);
+        go = 2;
+    }
+    cv.notify_all();
+    t.join();
+    EXPECT_FALSE(procfs::read_task_status(getpid(), tid)) << "a thread gone has no status";
+}
+
+}  // namespace
+}  // namespace pbp
