@@ -348,79 +348,93 @@ TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
     EXPECT_EQ(std::count(user.err.begin(), user.err.end(), '\n'), 1) << user.err;
 }
 
-// The target is unharmed: a fixed computation dumped again and again gives the same result, in
-// about the time it takes when the same loop of dumps reads another Python process instead (each
-// dump is a process of its own taking CPU time next to the target on a small shared machine: the
-// comparison keeps that load and changes only whose stacks are read). Its slowest chunk, where a
-// pause would show, is printed with the times.
+// The target is unharmed: a fixed computation dumped again and again gives the same result, and
+// its computing thread is never stopped: the time it spends neither running nor waiting for a
+// CPU (the kernel's schedstat, measured by the workload itself) stays that of a twin started
+// beside it and left alone. A dump that stopped the target for 1 ms (a ptrace attach and detach
+// costs about that) would add 1 s over 1000 dumps. Its time is compared with the twin's too,
+// loosely: both share one small machine and its load, the loop of dumps included (each dump is
+// a process of its own taking CPU time next to them), and which of the two shares a CPU with
+// the dumps is the scheduler's choice (ratios of 1.00-1.16 here). Their slowest chunks are
+// printed with the times.
+// (Before 2026-11-27 only the time was compared, with runs made before and after dumping another
+// process: CI's machine, whose load changes from one run to the next, put the dumped run 1-20%
+// over its bound in three of nine runs, e.g. 11.2 s against 8.3 s and 9.4 s.)
 TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime) {
     PBP_REQUIRE(geteuid() == 0, "dump needs root");
     const Interpreter in = host_python();
     const std::vector<std::string> args = {"6000", "10000"};
-    Reporter other(python_running(in, "dump_blocked.py"));
-    ASSERT_EQ(other.read_lines(6, 60).size(), 6u) << other.err();
     struct Run {
         std::string result;
-        double elapsed_s = 0, max_chunk_ms = 0;
+        double elapsed_s = 0, max_chunk_ms = 0, stopped_ms = -1;
+    };
+    struct Pair {
+        Run dumped, twin;
         int dumps = 0, failed = 0;
         int running_with_gil = 0;  // dumps showing the computing thread running and holding the GIL
     };
-    // dump_self: the loop dumps the computing process; else the other one.
-    auto measure = [&](bool dump_self) {
+    auto result_of = [](Reporter& py) {
         Run r;
-        Reporter py(python_running(in, "dump_cpu.py", args));
-        EXPECT_TRUE(py.read_until("ready", 60)) << py.err();
-        const std::string pid = std::to_string(dump_self ? py.pid() : other.pid());
-        while (r.dumps < 1000 && py.running()) {
-            CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid});
-            if (d.status == 0) {
-                r.dumps++;
-                if (dump_self) {
-                    EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
-                }
-                if (d.out.find("\" running, holds the GIL\n") != std::string::npos) r.running_with_gil++;
-            } else if (!dump_self || py.running()) {
-                r.failed++;
-                ADD_FAILURE() << d.err;
-            }
-        }
         auto lines = py.read_lines(2, 120);  // "ready" and the result
         EXPECT_EQ(lines.size(), 2u) << py.err();
         if (lines.size() < 2) return r;
         std::istringstream l(lines[1]);
         std::string w;
-        l >> w >> r.result >> w >> r.elapsed_s >> w >> r.max_chunk_ms;
+        l >> w >> r.result >> w >> r.elapsed_s >> w >> r.max_chunk_ms >> w >> r.stopped_ms;
         EXPECT_EQ(py.wait(10), 0);
         return r;
     };
-    Run base = measure(false);
-    Run dumped = measure(true);
-    Run base2 = measure(false);  // before and after: the machine's load changes meanwhile
-    // A harm done by the dumps is in every run of them; a burst of the machine's own load is
-    // not: over the bound below, the dumped run is made once more and the faster one is kept
-    // (CI's run of 2026-11-25 took 10.7 s against 8.0 s and 8.0 s, once in three CI runs).
-    const double bound = 1.15 * std::max(base.elapsed_s, base2.elapsed_s) + 0.3;
-    if (dumped.elapsed_s > bound) {
-        Run again = measure(true);
-        std::cout << "dumped run over the bound (" << dumped.elapsed_s << " s), made again: " << again.elapsed_s
-                  << " s\n";
-        if (!again.result.empty() && again.elapsed_s < dumped.elapsed_s) dumped = again;
+    auto measure = [&]() {
+        Pair p;
+        Reporter a(python_running(in, "dump_cpu.py", args));
+        Reporter b(python_running(in, "dump_cpu.py", args));
+        EXPECT_TRUE(a.read_until("ready", 60)) << a.err();
+        EXPECT_TRUE(b.read_until("ready", 60)) << b.err();
+        const std::string pid = std::to_string(a.pid());
+        while (p.dumps < 1000 && a.running()) {
+            CmdResult d = run({pybpfprof_bin(), "dump", "--pid", pid});
+            if (d.status == 0) {
+                p.dumps++;
+                EXPECT_NE(d.out.find("    work ("), std::string::npos) << d.out;
+                if (d.out.find("\" running, holds the GIL\n") != std::string::npos) p.running_with_gil++;
+            } else if (a.running()) {
+                p.failed++;
+                ADD_FAILURE() << d.err;
+            }
+        }
+        p.dumped = result_of(a);
+        p.twin = result_of(b);
+        return p;
+    };
+    Pair p = measure();
+    // A harm done by the dumps is in every pair; a burst of load that falls on one of the two
+    // is not: over the time bound, the pair is made once more and the one with the lower ratio
+    // kept.
+    auto bound = [](const Pair& q) { return 1.25 * q.twin.elapsed_s + 0.3; };
+    if (p.dumped.elapsed_s > bound(p)) {
+        Pair again = measure();
+        std::cout << "dumped run over the bound (" << p.dumped.elapsed_s << " s against its twin's "
+                  << p.twin.elapsed_s << " s), made again: " << again.dumped.elapsed_s << " s against "
+                  << again.twin.elapsed_s << " s\n";
+        if (!again.dumped.result.empty() && !again.twin.result.empty() &&
+            again.dumped.elapsed_s / again.twin.elapsed_s < p.dumped.elapsed_s / p.twin.elapsed_s)
+            p = again;
     }
-    std::cout << "dumping another process: " << base.elapsed_s << " s and " << base2.elapsed_s
-              << " s (slowest chunk " << base.max_chunk_ms << ", " << base2.max_chunk_ms << " ms); dumped "
-              << dumped.dumps << " times: " << dumped.elapsed_s << " s (slowest chunk " << dumped.max_chunk_ms
-              << " ms); " << dumped.running_with_gil << " dumps show it running with the GIL\n";
-    EXPECT_FALSE(base.result.empty());
-    EXPECT_EQ(dumped.result, base.result);
-    EXPECT_EQ(base2.result, base.result);
-    EXPECT_EQ(dumped.failed, 0);
-    EXPECT_GE(dumped.dumps, 300) << "too few dumps to say anything";
+    std::cout << "dumped " << p.dumps << " times: " << p.dumped.elapsed_s << " s (slowest chunk "
+              << p.dumped.max_chunk_ms << " ms, stopped " << p.dumped.stopped_ms << " ms); its twin, not dumped: "
+              << p.twin.elapsed_s << " s (slowest chunk " << p.twin.max_chunk_ms << " ms, stopped "
+              << p.twin.stopped_ms << " ms); " << p.running_with_gil << " dumps show it running with the GIL\n";
+    EXPECT_FALSE(p.twin.result.empty());
+    EXPECT_EQ(p.dumped.result, p.twin.result);
+    EXPECT_EQ(p.failed, 0);
+    EXPECT_GE(p.dumps, 300) << "too few dumps to say anything";
     // The thread that computes holds the GIL (3.11's is known): most dumps catch it running so.
-    EXPECT_GT(dumped.running_with_gil, dumped.dumps / 4) << "of " << dumped.dumps;
-    EXPECT_EQ(base.running_with_gil, 0);  // the other process only sleeps
-    // A dump that stopped the target for 1 ms (a ptrace attach and detach costs about that)
-    // would add 1 s over 1000 dumps, beyond this bound.
-    EXPECT_LE(dumped.elapsed_s, bound);
+    EXPECT_GT(p.running_with_gil, p.dumps / 4) << "of " << p.dumps;
+    // Never stopped: schedstat's run time lags by up to a tick at each end, hence the 50 ms.
+    ASSERT_GE(p.dumped.stopped_ms, -50.0);
+    ASSERT_GE(p.twin.stopped_ms, -50.0);
+    EXPECT_LE(p.dumped.stopped_ms, p.twin.stopped_ms + 50.0);
+    EXPECT_LE(p.dumped.elapsed_s, bound(p));
 }
 
 // Holding and waiting for the GIL (wall_gil.py "held"): hold_b keeps the GIL through 200 ms C

@@ -1,7 +1,11 @@
 # A fixed CPU-bound computation for "the target is unharmed" (tests/integration/test_dump.cpp):
 # argv[1] chunks of argv[2] steps of a linear congruential generator, 20 frames deep, with a
-# second thread asleep. Prints "ready", then "result R elapsed_s E max_chunk_ms M": R depends
-# only on the arguments; M is the slowest chunk, where a pause of the process would show.
+# second thread asleep. Prints "ready", then "result R elapsed_s E max_chunk_ms M stopped_ms S":
+# R depends only on the arguments; M is the slowest chunk, where a pause of the process would
+# show; S is the time the computing thread spent neither on a CPU nor waiting for one (the
+# kernel's schedstat: elapsed - run time - run-queue wait), i.e. stopped or blocked, which a
+# computation that never blocks spends only when something outside stops it (a ptrace stop, a
+# lock taken on its memory map).
 import sys
 import threading
 import time
@@ -29,9 +33,21 @@ def work(depth, x, chunks, n, slowest):
 
 threading.Thread(target=time.sleep, args=(100000,), name="idle", daemon=True).start()
 chunks, n = int(sys.argv[1]), int(sys.argv[2])
+
+
+def schedstat():
+    with open("/proc/thread-self/schedstat") as f:
+        run_ns, wait_ns = f.read().split()[:2]
+    return time.monotonic_ns(), int(run_ns), int(wait_ns)
+
+
 print("ready", flush=True)
 start = time.perf_counter()
+t0, run0, wait0 = schedstat()
 slowest = [0.0]
 result = work(20, 1, chunks, n, slowest)
-print("result %d elapsed_s %.3f max_chunk_ms %.3f" % (result, time.perf_counter() - start, slowest[0] * 1e3),
+t1, run1, wait1 = schedstat()
+elapsed = time.perf_counter() - start
+stopped_ms = ((t1 - t0) - (run1 - run0) - (wait1 - wait0)) / 1e6
+print("result %d elapsed_s %.3f max_chunk_ms %.3f stopped_ms %.3f" % (result, elapsed, slowest[0] * 1e3, stopped_ms),
       flush=True)
