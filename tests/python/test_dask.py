@@ -332,8 +332,14 @@ class ClusterProfile(Cluster):
               "the tasks' own CPU time %.3f s (%.0f%% of their wall time)"
               % (HOT_TASKS, dask_hot, cpu, 100 * cpu / dask_hot, task_cpu, 100 * share))
         self.assertGreater(dask_hot, HOT_TASKS * HOT_SECONDS * 0.95)
+        # On-CPU samples measure CPU time: within 10% of the tasks' own CPU time, and of Dask's
+        # compute time times the share of it they ran.
+        self.assertLess(abs(cpu - task_cpu), 0.10 * task_cpu, (cpu, task_cpu))
         self.assertLess(abs(cpu - dask_hot * share), 0.10 * dask_hot * share, (cpu, dask_hot, share))
-        if share >= 0.9:  # a CPU of its own: the compute time Dask recorded is CPU time
+        # A CPU of its own: the compute time Dask recorded is CPU time. (Until 2026-11-27 this
+        # was asked from a share of 90%, where a true 90% of Dask's time is on the bound; CI's
+        # machine failed it once.)
+        if share >= 0.97:
             self.assertLess(abs(cpu - dask_hot), 0.10 * dask_hot, (cpu, dask_hot))
         else:
             print("the machine is loaded: the tasks ran %.0f%% of their compute time; compared with Dask's compute "
