@@ -429,7 +429,6 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     if (cfg.duration_s > 0) sp->deadline_ns_ = sp->start_mono_ns_ + static_cast<uint64_t>(cfg.duration_s * 1e9);
 
     for (auto& target : initial) register_target(*sp, target, true);
-    asleep_at_start_.clear();
     if (t.children) {
         // Their descendants running now; later ones arrive as forks and execs.
         std::vector<pid_t> found;
@@ -629,6 +628,8 @@ void Engine::release_target(Session& s, pid_t pid) {
 }
 
 void Engine::target_gone(pid_t pid) {
+    for (auto a = asleep_at_start_.begin(); a != asleep_at_start_.end();)
+        a = a->second.pid == pid ? asleep_at_start_.erase(a) : std::next(a);
     if (!targets_.count(pid)) return;
     // Samples already in the ring buffer are ordered before this point: consume them while
     // the process's caches are still there, then forget it.
@@ -1031,13 +1032,13 @@ void Engine::update_async(pid_t pid) {
 
 // Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
 // one asleep has its interval start now (what came before is before every session that wants
-// it), or, when it was asleep at the start of the session that registers it and has not been
-// switched since (asleep_at_start_), from that start; its reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the
-// GIL would need the GIL's layout: it counts as sleeping), and its stack read now from its
-// memory: it was never switched out while tracked, so BPF has not walked it, and until it runs
-// its stack stays the one it blocks with (seed_stacks_, used by its first record; symbolized now,
-// while its code objects live: the record comes when it wakes, maybe to exit). One running
-// is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
+// it), or from a wall session's start when it was asleep then and has not been switched since
+// (asleep_at_start_); its reason from /proc (S sleeping, D uninterruptible; whether an S thread
+// waits for the GIL would need the GIL's layout: it counts as sleeping), and its stack read now
+// from its memory: it was never switched out while tracked, so BPF has not walked it, and until
+// it runs its stack stays the one it blocks with (seed_stacks_, used by its first record;
+// symbolized now, while its code objects live: the record comes when it wakes, maybe to exit).
+// One running is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
 void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
     const uint64_t now = mono_ns();
     std::vector<cpython::ThreadStack> stacks;

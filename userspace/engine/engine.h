@@ -353,9 +353,11 @@ private:
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
     // A wall session's start: the threads of its --pid targets asleep then, with their context
     // switch counts (read just before asleep_at_start_ns_, which precedes the session's start).
-    // One still asleep with the same count when its process is registered slept all along: its
-    // interval is seeded from then, not from the registration (seed_offcpu). Filled and emptied
-    // by subscribe().
+    // One still asleep with the same count when its process is registered (or registered again:
+    // an exec record from before the session, drained after it, has the process found again)
+    // slept all along: its interval is seeded from then, not from the registration
+    // (seed_offcpu; each session counts from its own start). Filled anew by each wall session's
+    // subscribe(); a process's entries go when it exits (target_gone), before its PID can be reused.
     struct AsleepAtStart {
         pid_t pid;
         char state;
