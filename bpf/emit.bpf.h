@@ -28,6 +28,15 @@ static __always_inline __u8 runtime_phase(__u32 tgid)
 	return proc ? runtime_phase_of(proc) : 0;
 }
 
+#define PBP_PF_EXITING 0x00000004 /* include/linux/sched.h: getting shut down */
+
+/* Is the current thread in the kernel's exit path (do_exit has begun)? */
+static __always_inline int current_exiting(void)
+{
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	return (BPF_CORE_READ(t, flags) & PBP_PF_EXITING) != 0;
+}
+
 /* The record of sample si. wake: the consumer must see this record now (a new stack: its code
  * objects may be short-lived, e.g. module bodies, so symbolize before they are freed). Other
  * samples are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
@@ -57,6 +66,8 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	if (si->kind == PBP_KIND_CPU && (reason == PBP_ERR_NO_FRAME || reason == PBP_ERR_NO_INTERPRETER ||
 					 reason == PBP_ERR_NO_TSTATE))
 		e->runtime = runtime_phase(si->tgid);
+	if (si->kind == PBP_KIND_CPU && reason && !stack_id && current_exiting())
+		e->runtime |= PBP_RT_EXITING;
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;
 	e->async_task = si->async_task;

@@ -378,6 +378,10 @@ struct pbp_offcpu {
 /* The addresses are known but could not be read: a page of the runtime not faulted in yet (a
  * process that has not begun its start-up; BPF cannot fault a page in) or gone (the exit). */
 #define PBP_RT_UNREADABLE (1u << 3)
+/* The sampled thread is in the kernel's exit path (PF_EXITING): past the last Python code it
+ * ran, where its memory map may already be gone and every read fails. Set on an on-CPU sample
+ * without a stack, whatever its reason; userspace names it [thread exiting]. */
+#define PBP_RT_EXITING (1u << 4)
 
 /* Sample flags. */
 #define PBP_F_TRUNCATED (1u << 0)  /* deeper than max_depth: outermost frames missing */

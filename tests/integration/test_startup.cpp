@@ -36,7 +36,7 @@ struct Counts {
 };
 
 bool attributed(const std::string& label) {
-    return label == "[interpreter start-up]" || label == "[interpreter finalization]" ||
+    return label == "[interpreter start-up]" || label == "[interpreter finalization]" || label == "[thread exiting]" ||
            label == "[thread without Python frames]";
 }
 
@@ -135,7 +135,8 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     std::filesystem::remove_all(host_site);
     const std::string file = workload_for(GetParam(), "slow_phases.py");
     const std::string startup_root = "[interpreter start-up]";
-    size_t startup = 0, startup_under = 0, script = 0, script_under = 0, fin = 0, vague_before = 0, vague_after = 0,
+    size_t startup = 0, startup_under = 0, script = 0, script_under = 0, fin = 0, exiting = 0, vague_before = 0,
+           vague_after = 0,
            threads = 0;
     std::string vague_names;
     for (auto& t : p.threads) {
@@ -158,7 +159,9 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
             if (ours(*it)) script++, script_under += under;
             const std::string l = it->size() == 1 ? (*it)[0].name : std::string();
             fin += l == "[interpreter finalization]";
-            const bool vague = !l.empty() && l[0] == '[' && l != startup_root && l != "[interpreter finalization]";
+            exiting += l == "[thread exiting]";
+            const bool vague = !l.empty() && l[0] == '[' && l != startup_root && l != "[interpreter finalization]" &&
+                               l != "[thread exiting]";
             if (vague && vague_names.find(l) == std::string::npos) vague_names += " " + l;
             if (it < python) vague_before += vague;
             if (it >= last) vague_after += vague;
@@ -167,7 +170,7 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     Counts c = count(p);
     std::cerr << "[ info ] " << GetParam().name << ": " << c.total << " samples: " << startup << " in sitecustomize ("
               << startup_under << " under " << startup_root << "), " << script << " in the script (" << script_under
-              << " under it), " << fin << " finalization, " << vague_before << " + " << vague_after
+              << " under it), " << fin << " finalization, " << exiting << " exiting, " << vague_before << " + " << vague_after
               << " otherwise labelled before any Python frame / after the script" << vague_names << "\n";
     ASSERT_EQ(threads, 1u) << out << err;
     EXPECT_GE(startup, 100u) << "0.3 s of sitecustomize at 999 Hz";

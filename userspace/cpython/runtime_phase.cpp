@@ -37,6 +37,7 @@ bool is_site_body(const std::string& name, const std::string& file) {
 }
 
 const char* frameless_label(uint8_t runtime, uint16_t reason, bool started) {
+    if (reason != PBP_OK && (runtime & PBP_RT_EXITING)) return kExiting;
     if (reason != PBP_ERR_NO_FRAME && reason != PBP_ERR_NO_INTERPRETER && reason != PBP_ERR_NO_TSTATE)
         return nullptr;
     if ((runtime & PBP_RT_UNREADABLE) && !started) return kStartup;

@@ -29,7 +29,8 @@ RuntimePhaseAddrs runtime_phase_addrs(const Layout& layout, uint64_t runtime_add
 // are before the process first touches them, in a process that has not 'started': shown a
 // Python stack or a readable runtime yet), "interpreter finalization" (Py_FinalizeEx began),
 // "thread without Python frames" (a running interpreter's thread with no thread state: a thread a
-// C library made); nullptr: its reason says it.
+// C library made), "thread exiting" (any reason: the thread is in the kernel's exit path,
+// PBP_RT_EXITING); nullptr: its reason says it.
 const char* frameless_label(uint8_t runtime, uint16_t reason, bool started);
 // A sample (with Python frames) taken before Py_Initialize completed (the importlib, encodings
 // and io set-up). Its stack goes under a root frame named kStartup.
@@ -39,5 +40,6 @@ bool in_startup(uint8_t runtime);
 // goes under kStartup too.
 bool is_site_body(const std::string& name, const std::string& file);
 constexpr const char* kStartup = "interpreter start-up";
+constexpr const char* kExiting = "thread exiting";
 
 }  // namespace pbp::cpython
