@@ -188,7 +188,9 @@ TEST_F(Cgroups, KubeletCgroupfsLayout) {
     const std::string id = container_id('c');
     make_pod_logs("ray", "raycluster-head-x7k2p", uid, {{"ray-head", id}});
     std::string podd = base + "/kubepods/burstable/pod" + uid;
-    pid_t head = start_in(podd + "/" + id, busy(12));
+    // It outlives the three runs (killed at teardown): under TCG they took more than 12 s, and
+    // the third found no process (CI, 6.1 guest, stop 28), as KubeletSystemdLayout's did.
+    pid_t head = start_in(podd + "/" + id, busy(90));
     for (std::string spec : {std::string("ray/raycluster-head-x7k2p"), uid, id.substr(0, 12)}) {
         std::string out = dir + "/cgfs.json";
         Child& p = profiler({"--cgroup", spec, "-d", "2"}, out);
@@ -287,7 +289,7 @@ TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
         std::string d;
         ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); }
     } cleanup{open_dir};
-    auto b = busy(15);
+    auto b = busy(90);  // outlives the three runs, however slow (killed at teardown)
     b[1] = open_dir + "/cpu_split.py";
     nobody.insert(nobody.end(), b.begin(), b.end());
     pid_t target = start_in(base + "/app", nobody);
