@@ -355,11 +355,11 @@ TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
 // costs about that) would add 1 s over 1000 dumps. Its time is compared with the twin's too,
 // loosely: both share one small machine and its load, the loop of dumps included (each dump is
 // a process of its own taking CPU time next to them), and which of the two shares a CPU with
-// the dumps is the scheduler's choice (ratios of 1.00-1.16 here). Their slowest chunks are
+// the dumps is the scheduler's choice (ratios of 0.90-1.16 here). Their slowest chunks are
 // printed with the times.
 // (Before 2026-11-27 only the time was compared, with runs made before and after dumping another
 // process: CI's machine, whose load changes from one run to the next, put the dumped run 1-20%
-// over its bound in three of nine runs, e.g. 11.2 s against 8.3 s and 9.4 s.)
+// over its bound in three CI runs so far, e.g. 11.2 s against 8.3 s and 9.4 s.)
 TEST(DumpUnharmed, CpuBoundProcessDumpedInALoopFinishesTheSameInAboutTheSameTime) {
     PBP_REQUIRE(geteuid() == 0, "dump needs root");
     const Interpreter in = host_python();
