@@ -170,8 +170,9 @@ TEST_P(Startup, StartupAndFinalizationAreLabelled) {
     Counts c = count(p);
     std::cerr << "[ info ] " << GetParam().name << ": " << c.total << " samples: " << startup << " in sitecustomize ("
               << startup_under << " under " << startup_root << "), " << script << " in the script (" << script_under
-              << " under it), " << fin << " finalization, " << exiting << " exiting, " << vague_before << " + " << vague_after
-              << " otherwise labelled before any Python frame / after the script" << vague_names << "\n";
+              << " under it), " << fin << " finalization, " << exiting << " exiting, " << vague_before << " + "
+              << vague_after << " otherwise labelled before any Python frame / after the script" << vague_names
+              << "\n";
     ASSERT_EQ(threads, 1u) << out << err;
     EXPECT_GE(startup, 100u) << "0.3 s of sitecustomize at 999 Hz";
     EXPECT_EQ(startup_under, startup);

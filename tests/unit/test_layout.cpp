@@ -1013,7 +1013,8 @@ TEST(RuntimePhase, LabelsOfSamplesWithoutPythonFrames) {
     const uint8_t X = PBP_RT_EXITING;
     for (uint16_t r : {PBP_ERR_NO_FRAME, PBP_ERR_NO_INTERPRETER, PBP_ERR_NO_TSTATE, PBP_ERR_READ_RUNTIME})
         for (uint8_t rt : {uint8_t(X), uint8_t(X | U), uint8_t(X | K | I), uint8_t(X | K | F)})
-            for (bool started : {false, true}) EXPECT_EQ(label(rt, r, started), "thread exiting") << int(rt) << " " << r;
+            for (bool started : {false, true})
+                EXPECT_EQ(label(rt, r, started), "thread exiting") << int(rt) << " " << r;
     EXPECT_TRUE(in_startup(K));
     EXPECT_FALSE(in_startup(K | I));
     EXPECT_FALSE(in_startup(K | F));
