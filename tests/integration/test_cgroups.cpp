@@ -189,7 +189,8 @@ TEST_F(Cgroups, KubeletCgroupfsLayout) {
     make_pod_logs("ray", "raycluster-head-x7k2p", uid, {{"ray-head", id}});
     std::string podd = base + "/kubepods/burstable/pod" + uid;
     // It outlives the three runs (killed at teardown): under TCG they took more than 12 s, and
-    // the third found no process (CI, 6.1 guest, stop 28), as KubeletSystemdLayout's did.
+    // the third found no process (a full CI run here, 6.1 guest, 2026-11-27), as
+    // KubeletSystemdLayout's did.
     pid_t head = start_in(podd + "/" + id, busy(90));
     for (std::string spec : {std::string("ray/raycluster-head-x7k2p"), uid, id.substr(0, 12)}) {
         std::string out = dir + "/cgfs.json";

@@ -315,14 +315,12 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
         EXPECT_EQ(n[n.size() - 2], "<module>");
         off += smp.weight_ns;
     }
-    // All of the run: asleep at the session's start and never switched since, its interval is
-    // seeded from the start, not from the process's registration (until 2026-11-27 it was, and
-    // the time between them, 1-30 ms natively and 40-103 ms in a TCG guest, was missing). The
-    // 5 ms: the time between the session's start and the end, as the engine's stop() takes it,
-    // and the run's end.
+    // All of the run, to the nanosecond: asleep at the session's start and never switched
+    // since, its interval is seeded from the start, not from the process's registration (until
+    // 2026-11-27 it was, and the time between them, 1-30 ms natively and 40-103 ms in a TCG
+    // guest, was missing); the end is the one the run reports.
     const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
-    EXPECT_GT(off + 5'000'000ull, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
-    EXPECT_LE(off, dur);
+    EXPECT_EQ(off, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
 }
 
 // cpu mode attaches nothing of the scheduler programs; a wall session attaches them, and its
