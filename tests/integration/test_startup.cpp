@@ -259,10 +259,14 @@ TEST_P(Startup, CLibraryThreadIsLabelledUnderItsName) {
         // start (as in StartupAndFinalizationAreLabelled), and, it seems, a thread's last ones,
         // taken in the kernel's exit path once its memory map is gone (every read fails: "no
         // thread state", "interpreter starting or exiting"). CI saw 3 of them on 3.6, 3.7 and
-        // 3.13 (at most 2 in the 28 runs here before).
+        // 3.13 (at most 2 in the 28 runs here before). 3.6 adds its C set-up's (as in
+        // StartupAndFinalizationAreLabelled): it sets 'initialized' first, so the main thread's
+        // moments between Py_Initialize's Python calls read as [no Python frame]: 0-5 a run in
+        // 15 runs here beside two busy loops, and
+        // 6 in all once in 10 such runs (CI failed on 3.6 in stop 28, its message cut).
         Counts c = count(p);
         EXPECT_LE(c.unresolved, c.total / 100) << c.example << "\n" << err;
-        EXPECT_LE(c.frameless, 5u) << c.example << "\n" << err;
+        EXPECT_LE(c.frameless, minor_of(in) == 6 ? 10u : 5u) << c.example << "\n" << err;
     }
     std::filesystem::remove_all(in.root + so_dir);
 }
