@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -383,6 +384,53 @@ TEST(Engine, IdleWithoutSessionsClosesThePerfEventsAndResumes) {
     EXPECT_EQ(open_perf_events(), 0);
     expect_rate(b, t, 49, "the session after the pause");
     EXPECT_EQ(t.ev.added, std::set<pid_t>{py.pid()});
+}
+
+// A process that started (exec'd) after the engine and before its session: the exec's record,
+// queued before the session began and drained after, is older than what the session found
+// (the program it runs now), so it is not taken for a new program. It once was: the process
+// was found and registered a second time, its caches and BPF entries made anew (and a wall
+// session's thread asleep since its start was seeded from the second registration). An exec
+// after that is a new program, found again.
+TEST(Engine, ExecFromBeforeTheSessionDoesNotRegisterTheProcessAgain) {
+    PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    EngineConfig ec;
+    ec.rate_hz = 99;
+    ec.knobs.debug = 1;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    // Sleeps until the file go exists, then execs itself: a second Python program.
+    const std::string dir = pbp::test::temp_dir(), go = dir + "/go", script = dir + "/exec_later.py";
+    {
+        std::ofstream f(script);
+        f << "import os, sys, time\n"
+             "print('ready', flush=True)\n"
+             "while not os.path.exists(" << '"' << go << '"' << "): time.sleep(0.01)\n"
+             "os.execv(sys.executable, [sys.executable, '-c',\n"
+             "         'import time\\nprint(\"again\", flush=True)\\nwhile True: time.sleep(0.01)'])\n";
+    }
+    auto py = pbp::test::Reporter(pbp::test::with_args(pbp::test::host_python().argv, {script}));
+    ASSERT_EQ(py.read_lines(1, 30), std::vector<std::string>{"ready"}) << py.err();
+    SessionConfig sc;
+    sc.targets.pids = {py.pid()};
+    std::vector<std::string> debug;
+    Session* s = engine->subscribe(
+        sc, [&](const EngineEvent& e) { if (e.kind == EngineEvent::Debug) debug.push_back(e.message); }, st);
+    ASSERT_TRUE(s) << st.message;
+    poll_for(*engine, 1.0);
+    const std::string registered = "PID " + std::to_string(py.pid()) + " registered at";
+    auto count = [&] {
+        size_t n = 0;
+        for (auto& d : debug) n += d.rfind(registered, 0) == 0;
+        return n;
+    };
+    EXPECT_EQ(count(), 0u) << "found again for an exec from before the session";
+    std::ofstream(go).put('\n');
+    ASSERT_EQ(py.read_lines(2, 30), (std::vector<std::string>{"ready", "again"})) << py.err();
+    poll_for(*engine, 1.0);
+    EXPECT_EQ(count(), 1u) << "its exec during the session: found again, once";
+    engine->stop(s);
 }
 
 }  // namespace

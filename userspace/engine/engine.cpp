@@ -546,6 +546,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
         }
         it = targets_.emplace(t.pid, std::set<Session*>{}).first;
         live_.insert(t.pid);
+        found_ns_[t.pid] = t.found_ns;
     }
     it->second.insert(&s);
     s.targets_.insert(t.pid);
@@ -611,6 +612,7 @@ void Engine::forget_in_bpf(pid_t pid) {
     store_->forget_process(pid);
     targets_.erase(pid);
     live_.erase(pid);
+    found_ns_.erase(pid);
 }
 
 void Engine::release_target(Session& s, pid_t pid) {
@@ -755,6 +757,14 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
         if (s->wants_new(pid, static_cast<pid_t>(e.ppid), exec)) wanting.insert(s.get());
     if (wanting.empty()) return;
     if (exec && targets_.count(pid)) {
+        // An exec from before the process was found (its record queued before the session
+        // began, drained after): the program found is the one it exec'd. Nothing is new for
+        // the sessions that have it; finding it again would make its caches and BPF entries
+        // anew (and a wall session's sleeping threads would be seeded from then).
+        auto f = found_ns_.find(pid);
+        if (f != found_ns_.end() && e.ts_ns < f->second &&
+            std::all_of(wanting.begin(), wanting.end(), [&](Session* s) { return s->targets_.count(pid) != 0; }))
+            return;
         // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
         // A forked child that never ran Python was never news: it is not announced.
         for (Session* s : targets_[pid]) {

@@ -342,6 +342,9 @@ private:
     // Processes registered with BPF, and the sessions that want each.
     std::map<pid_t, std::set<Session*>> targets_;
     std::set<pid_t> live_;  // the keys of targets_ (what the resource sampler reads)
+    // When each was found (PythonTarget::found_ns): an exec record from before is of the
+    // program found, queued before a session began and drained after it (on_exec_or_fork).
+    std::map<pid_t, uint64_t> found_ns_;
     std::set<pid_t> wall_pids_;  // those tracked off CPU (PBP_PROC_WALL)
     struct SeedStack {
         pid_t pid;
@@ -353,9 +356,8 @@ private:
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
     // A wall session's start: the threads of its --pid targets asleep then, with their context
     // switch counts (read just before asleep_at_start_ns_, which precedes the session's start).
-    // One still asleep with the same count when its process is registered (or registered again:
-    // an exec record from before the session, drained after it, has the process found again)
-    // slept all along: its interval is seeded from then, not from the registration
+    // One still asleep with the same count when its process is registered (or registered again,
+    // after an exec into Python again) slept all along: its interval is seeded from then, not from the registration
     // (seed_offcpu; each session counts from its own start). Filled anew by each wall session's
     // subscribe(); a process's entries go when it exits (target_gone), before its PID can be reused.
     struct AsleepAtStart {

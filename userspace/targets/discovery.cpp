@@ -10,6 +10,7 @@
 
 #include "cpython/gil.h"
 #include "cpython/policy.h"
+#include "sys/clock.h"
 #include "sys/elf_file.h"
 #include "sys/procfs.h"
 #include "sys/ptrace_access.h"
@@ -128,6 +129,7 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     // The executable before the maps: a process that execs meanwhile then shows a new one
     // afterwards (PythonTarget::exe), where read after the maps the new name could come with
     // the old program's maps.
+    const uint64_t found_ns = mono_ns();
     std::string exe = procfs::exe(pid);
     errno = 0;
     auto maps = procfs::read_maps(pid);
@@ -181,6 +183,7 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
             return r;
         }
         PythonTarget t;
+        t.found_ns = found_ns;
         t.exe = exe;
         t.pid = pid;
         t.interp_path = m->path;

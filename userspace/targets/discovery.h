@@ -22,6 +22,8 @@ struct PythonTarget {
     pid_t pid = 0;
     std::string interp_path;      // ELF holding the runtime, as the target sees it
     std::string exe;              // /proc/PID/exe when its maps were read: another one later means an exec
+    uint64_t found_ns = 0;        // CLOCK_MONOTONIC before exe and the maps were read: an exec
+                                  // record older than that is of the program found
     bool shared_lib = false;      // runtime lives in libpython (not the executable)
     cpython::Layout layout;
     uint64_t runtime_addr = 0;    // &_PyRuntime in the target (0 for 3.6)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "targets/cgroups.h"
+#include "sys/clock.h"
 #include "targets/engine_names.h"
 
 namespace pbp::kube {
@@ -41,12 +42,6 @@ std::vector<std::string> list_dir(const std::string& dir) {
         if (e->d_name[0] != '.') out.emplace_back(e->d_name);
     closedir(d);
     return out;
-}
-
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
 }
 
 struct RuntimePrefix {
