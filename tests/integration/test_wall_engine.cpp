@@ -298,7 +298,8 @@ INSTANTIATE_TEST_SUITE_P(Walk, WallMechanismP, ::testing::Values(false, true),
 // then and has not been switched since), and turned into one sample at the end,
 // covering the session, with its stack (read from its memory: BPF never walked it) and the wait
 // leaf.
-TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
+// all_python: the process is found by the session's scan of every process, after its start.
+void thread_asleep_all_along(bool all_python) {
     PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
     EngineConfig ec;
     Status st;
@@ -312,7 +313,10 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
     const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
     usleep(200000);  // settled in select
     SessionConfig sc;
-    sc.targets.pids = {py.pid()};
+    if (all_python)
+        sc.targets.all_python = true;
+    else
+        sc.targets.pids = {py.pid()};
     sc.mode = ProfileMode::Wall;
     Session* s = engine->subscribe(sc, nullptr, st);
     ASSERT_TRUE(s) << st.message;
@@ -337,6 +341,11 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) {
     const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
     EXPECT_EQ(off, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
 }
+
+TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) { thread_asleep_all_along(false); }
+
+// The same, found by --all-python's scan (seeded from its registration until 2026-11-27).
+TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRunWhenFoundByTheScan) { thread_asleep_all_along(true); }
 
 // cpu mode attaches nothing of the scheduler programs; a wall session attaches them, and its
 // end detaches them again while the cpu session goes on.

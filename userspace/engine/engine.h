@@ -354,12 +354,14 @@ private:
         uint8_t wait;       // the wait leaf stack_id ends in
     };
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
-    // A wall session's start: the threads of its --pid targets asleep then, with their context
+    // A wall session's start: the threads of its --pid targets (of every process, when it finds
+    // targets later: --all-python, --cgroup, children) asleep then, with their context
     // switch counts (read just before asleep_at_start_ns_, which precedes the session's start).
-    // One still asleep with the same count when its process is registered (or registered again,
-    // after an exec into Python again) slept all along: its interval is seeded from then, not from the registration
+    // One still asleep with the same count when its process is registered slept all along: its
+    // interval is seeded from then, not from the registration
     // (seed_offcpu; each session counts from its own start). Filled anew by each wall session's
-    // subscribe(); a process's entries go when it exits (target_gone), before its PID can be reused.
+    // subscribe(); a target's entries go when it exits (target_gone), before its PID can be
+    // reused; another's stay, so a process that started after it is never seeded from them.
     struct AsleepAtStart {
         pid_t pid;
         char state;
@@ -367,6 +369,7 @@ private:
     };
     std::map<uint32_t, AsleepAtStart> asleep_at_start_;  // by tid
     uint64_t asleep_at_start_ns_ = 0;
+    uint64_t asleep_at_start_ticks_ = 0;  // the same time in /proc/PID/stat's starttime units
     uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
     struct Pending {
         uint64_t since_ns;
