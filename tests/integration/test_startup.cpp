@@ -262,8 +262,8 @@ TEST_P(Startup, CLibraryThreadIsLabelledUnderItsName) {
         // 3.13 (at most 2 in the 28 runs here before). 3.6 adds its C set-up's (as in
         // StartupAndFinalizationAreLabelled): it sets 'initialized' first, so the main thread's
         // moments between Py_Initialize's Python calls read as [no Python frame]: 0-5 a run in
-        // 15 runs here beside two busy loops, and
-        // 6 in all once in 10 such runs (CI failed on 3.6 in stop 28, its message cut).
+        // 15 runs here beside two busy loops, and 6 in all once in 10 such runs (CI failed on
+        // 3.6 in stop 28, its message cut).
         Counts c = count(p);
         EXPECT_LE(c.unresolved, c.total / 100) << c.example << "\n" << err;
         EXPECT_LE(c.frameless, minor_of(in) == 6 ? 10u : 5u) << c.example << "\n" << err;
