@@ -420,13 +420,13 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     asleep_at_start_.clear();
     if (cfg.mode == ProfileMode::Wall) {
         // Its --pid targets; and with targets found after its start (--all-python's scan, a
-        // --cgroup's processes, children of its --pid targets), every process: which of them
-        // are Python is not known yet (a /proc read per thread: 39-51 ms for 1,085 threads here,
+        // --cgroup's processes, children of its --pid targets; not a launched command's, which
+        // start after it), every process: which of them are Python is not known yet (a /proc read per thread: 39-51 ms for 1,085 threads here,
         // PYBPFPROF_DEBUG=1 pybpfprof --all-python --mode wall -d 1).
         const uint64_t t0 = mono_ns();
         std::vector<pid_t> pids;
         for (auto& target : initial) pids.push_back(target.pid);
-        if (t.all_python || t.children || !t.cgroups.empty()) pids = procfs::all_pids();
+        if (t.all_python || (t.children && !t.pids.empty()) || !t.cgroups.empty()) pids = procfs::all_pids();
         size_t threads = 0;
         for (pid_t pid : pids)
             for (pid_t tid : procfs::tids(pid)) {
