@@ -435,15 +435,10 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
                     asleep_at_start_[static_cast<uint32_t>(tid)] = {pid, st->state, st->switches};
             }
         asleep_at_start_ns_ = mono_ns();
-        timespec boot{};
-        clock_gettime(CLOCK_BOOTTIME, &boot);
-        asleep_at_start_ticks_ = (static_cast<uint64_t>(boot.tv_sec) * 1000000000ULL + boot.tv_nsec) /
-                                 (1000000000ULL / static_cast<uint64_t>(sysconf(_SC_CLK_TCK)));
+        asleep_at_start_ticks_ = boot_clock_ticks();
         if (cfg_.knobs.debug)
-            sp->event({EngineEvent::Debug, 0, false, 0,
-                       "wall: " + std::to_string(asleep_at_start_.size()) + " of " + std::to_string(threads) +
-                           " threads asleep at the start, read in " +
-                           std::to_string((asleep_at_start_ns_ - t0) / 1000) + " us"});
+            debug("wall: " + std::to_string(asleep_at_start_.size()) + " of " + std::to_string(threads) +
+                  " threads asleep at the start, read in " + std::to_string((asleep_at_start_ns_ - t0) / 1000) + " us");
     }
     sp->start_mono_ns_ = mono_ns();
     sp->start_unix_ns_ = real_ns();

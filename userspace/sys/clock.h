@@ -1,7 +1,8 @@
 // The clocks: CLOCK_MONOTONIC is the one BPF stamps samples with (bpf_ktime_get_ns);
-// CLOCK_REALTIME places a run in absolute time.
+// CLOCK_REALTIME places a run in absolute time; CLOCK_BOOTTIME in ticks dates processes.
 #pragma once
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -11,6 +12,15 @@ inline uint64_t mono_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// CLOCK_BOOTTIME in clock ticks: the unit of /proc/PID/stat's starttime (a process started
+// after this reading has a larger one).
+inline uint64_t boot_clock_ticks() {
+    timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    const uint64_t ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+    return ns / (1000000000ULL / static_cast<uint64_t>(sysconf(_SC_CLK_TCK)));
 }
 
 inline int64_t real_ns() {
