@@ -6,6 +6,7 @@
 // interpreter so fully resolved stacks are covered too. Thread names come from this very
 // process (/proc/self/task/TID/comm, set with prctl).
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -171,6 +172,7 @@ uint32_t absent_pid() {
 pbp::PythonTarget fake_target(pid_t pid) {
     pbp::PythonTarget t;
     t.pid = pid;
+    t.exe = pbp::procfs::exe(pid);  // as discovery reads it
     t.interp_path = "/usr/bin/python3.11";
     t.layout.version = pbp::cpython::Version::from_hex(0x030B02F0);
     return t;
@@ -885,6 +887,38 @@ TEST(ProcessRegistry, SampledBeforeRegisteredAndFill) {
     reg.fill(unknown);
     EXPECT_EQ(unknown.comm, "mine");
     EXPECT_EQ(reg.find(absent), nullptr);
+}
+
+// A process that exec'd between its discovery and its registration (a forked child of Python
+// running uname at once: stop 29's CI named its thread "uname"). Its samples so far ran the
+// program found, so neither it nor its threads take the next program's name or command line,
+// at registration, at its first sample, or at a refresh.
+TEST(ProcessRegistry, ExecBetweenDiscoveryAndRegistrationKeepsTheFoundProgramsName) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && pbp::procfs::comm(child) != "sleep"; i++) usleep(10000);
+    ASSERT_EQ(pbp::procfs::comm(child), "sleep");
+    pbp::PythonTarget t = fake_target(child);
+    t.exe = "/usr/bin/python3.11";  // what discovery found, before the exec
+    ProcessRegistry reg;
+    reg.add(t, {});
+    const pbp::ProcessProfile* m = reg.find(static_cast<uint32_t>(child));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(m->exe, "/usr/bin/python3.11");
+    EXPECT_EQ(m->comm, "python3.11");
+    EXPECT_EQ(m->cmdline, "") << "the next program's command line";
+    reg.on_sample(static_cast<uint32_t>(child), static_cast<uint32_t>(child));
+    EXPECT_EQ(m->threads.at(static_cast<uint32_t>(child)).name, "python3.11");
+    reg.refresh_thread_names();
+    EXPECT_EQ(m->threads.at(static_cast<uint32_t>(child)).name, "python3.11");
+    // Its profile is named for the program found, not for the one it runs now.
+    EXPECT_EQ(m->display_name().find("sleep"), std::string::npos) << m->display_name();
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
 }
 
 TEST(ProcessRegistry, MarkGoneExitedMarksOnlyProcessesThatAreGone) {

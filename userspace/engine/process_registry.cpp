@@ -8,9 +8,19 @@ namespace pbp {
 void ProcessRegistry::add(const PythonTarget& t, std::map<std::string, std::string> labels) {
     auto& p = meta_.processes[static_cast<uint32_t>(t.pid)];
     p.pid = static_cast<uint32_t>(t.pid);
+    // The program found (t.exe), and its name and command line read before its executable is
+    // read again: an exec switches the executable (and the memory the command line is read
+    // from) before the name, so when the executable is still the one found, both reads were
+    // of that program. When not (a forked child of Python that exec'd uname meanwhile), they
+    // may be the next program's: the name is then the file's, the command line unknown.
+    // (A target whose executable could not be read when found has it read now.)
+    p.exe = t.exe.empty() ? procfs::exe(t.pid) : t.exe;
     p.comm = procfs::comm(t.pid);
     p.cmdline = procfs::cmdline(t.pid);
-    p.exe = procfs::exe(t.pid);
+    if (!t.exe.empty() && procfs::exe(t.pid) != t.exe) {
+        p.comm = t.exe.substr(t.exe.rfind('/') + 1).substr(0, 15);
+        p.cmdline.clear();
+    }
     p.python = t.describe();
     p.exited = false;
     p.ns_pid = p.pid;
@@ -56,7 +66,10 @@ ThreadProfile& ProcessRegistry::thread(ProcessProfile& p, uint32_t tid) {
     ThreadProfile& t = p.threads[tid];
     t.tid = tid;
     t.ns_tid = tid;
-    t.name = exec_since_added(p) ? p.comm : procfs::thread_comm(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid));
+    // Its name before the executable is checked (see add): read after an exec, it would be the
+    // next program's.
+    t.name = procfs::thread_comm(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid));
+    if (exec_since_added(p)) t.name = p.comm;
     if (auto st = procfs::read_task_status(static_cast<pid_t>(p.pid), static_cast<pid_t>(tid)); st && !st->nspid.empty())
         t.ns_tid = static_cast<uint32_t>(st->nspid.back());
     if (t.name.empty()) t.name = "thread";
@@ -112,8 +125,9 @@ void ProcessRegistry::refresh_thread_names(bool active_only) {
                 }
             }
             if (s.python_named) continue;  // gone from threading._active: it is ending
-            if (exec_since_added(p)) continue;  // its name now is the next program's
+            // Read before the executable is checked (see add).
             std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
+            if (exec_since_added(p)) continue;  // its name now is the next program's
             if (!name.empty()) t.name = name;
         }
     }
