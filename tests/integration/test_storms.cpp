@@ -193,16 +193,18 @@ TEST_F(Storms, ExecStormInSequenceAndInParallelBatches) {
             }
             if (t.profile_name.find(late_tag) != std::string::npos && has_frame(s, "late_worker_busy")) late_samples++;
         }
-    // Measured on 6.18, quiet: all 500 found, 98.5% of 500 x 40 ms at 999 Hz. (With both
-    // CPUs busy compiling, 425 and 81%: a process that exits before pybpfprof reads its code
-    // objects leaves its frames unnamed, "code object freed before symbolization".) CI's
-    // machine, alone, gave 87.3% (stop 24, 2026-11-24: 2204 samples of processes that had
-    // exited before their code objects were read), and 466 processes with a named sample in
-    // the next CI run (1964 + 1095 samples of processes gone before they were read). No sample
-    // is lost either way (", 0 lost" above); these bounds are on how many of them are named.
+    // Measured on 6.18 with the 1 MiB ring buffer of before: 454-497 of 500 named quiet, 444
+    // in stop 29's CI, 425 with both CPUs busy compiling. A frame is named from a copy of its
+    // code object that BPF takes at its first sample, or else from the process's memory, read
+    // by pybpfprof; copies are skipped while the ring buffer is a quarter full (samples first),
+    // and 25 start-ups at once filled a quarter of 1 MiB, so processes that exited before they
+    // were read kept their frames unnamed ("code object freed before symbolization"). With 4 MiB
+    // per CPU (8 MiB here): 500 of 500 and 99.4-100.3% of 500 x 40 ms, three runs quiet and two
+    // beside two busy loops. No sample is lost either way (", 0 lost" above); these bounds are
+    // on how many of them are named.
     const std::string summary = prof.err().substr(prof.err().find("Wrote "));
-    EXPECT_GE(storm_pids.size(), 450u) << "storm processes with storm_work samples\n" << summary;
-    EXPECT_GT(storm_samples, 0.8 * 500 * 0.040 * 999) << summary;
+    EXPECT_GE(storm_pids.size(), 475u) << "storm processes with storm_work samples\n" << summary;
+    EXPECT_GT(storm_samples, 0.9 * 500 * 0.040 * 999) << summary;
     double busy = std::stod(late.out().substr(late.out().find("busy_cpu ") + 9));
     EXPECT_GT(late_samples, 0.85 * 999 * busy) << "busy cpu seconds " << busy;
 }
