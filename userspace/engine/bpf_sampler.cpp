@@ -95,7 +95,8 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     // code object's first sample) stop while a quarter of it is queued, and a burst of Python
     // start-ups (~150 code objects each; 25 at once in the exec storm test) filled a quarter of
     // the 1 MiB of before, leaving the frames of processes that exited before pybpfprof read
-    // them unnamed. Only pages written are ever touched.
+    // them unnamed. Its pages count in pybpfprof's memory as records first pass through them
+    // (the whole of it only after that much has been queued).
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes
                                   : std::clamp<size_t>(online_cpus().size() * (4u << 20), 4u << 20, 32u << 20);
     // --native: a sample moves ~17 KiB (its stack copy): at 999 Hz on 2 CPUs 34 MB/s, drained
