@@ -48,9 +48,10 @@ static __always_inline void code_capture(const struct pbp_proc *proc, __u32 tgid
 	if (bpf_map_lookup_elem(&code_known, &k))
 		return;
 	/* Samples first: a copy is ~5.5 KiB, and a storm of new processes (each with its start-up's
-	 * ~150 code objects) would fill the ring buffer and lose samples. Past a quarter full, the
-	 * code object is read live instead (it was not marked captured: a later new stack may). */
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 4) {
+	 * ~150 code objects) would fill the ring buffer and lose samples. Past half full, the code
+	 * object is read live instead (it was not marked captured: a later new stack may). The half
+	 * left holds 14,000 samples of 72 bytes per MiB: seconds of every CPU at 999 Hz. */
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
 		stat_add(PBP_STAT_CODE_DROP, 1);
 		return;
 	}

@@ -525,7 +525,7 @@ struct pbp_code_event {
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \
-	X(CODE_DROP, "code_drop")               /* ... not sent (ring buffer a quarter full): read live, if still there */
+	X(CODE_DROP, "code_drop")               /* ... not sent (ring buffer half full): read live, if still there */
 
 /* Section timing (only with section_timing set at load, PYBPFPROF_TIMING): ns spent finding
  * the thread state, reading the first frame pointer, walking the frames, and looking up /

@@ -91,14 +91,14 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
 
     s->rate_hz_ = cfg.rate_hz;
     s->period_ns_ = period_of_rate(cfg.rate_hz);
-    // 4 MiB per CPU (at least 4, at most 32 MiB): code object copies (~5.5 KiB each, taken at a
-    // code object's first sample) stop while a quarter of it is queued, and a burst of Python
+    // 1 MiB per CPU (at least 2, at most 16 MiB): code object copies (~5.5 KiB each, taken at
+    // a code object's first sample) stop while half of it is queued, and a burst of Python
     // start-ups (~150 code objects each; 25 at once in the exec storm test) filled a quarter of
     // the 1 MiB of before, leaving the frames of processes that exited before pybpfprof read
     // them unnamed. Its pages count in pybpfprof's memory as records first pass through them
     // (the whole of it only after that much has been queued).
     size_t rb = cfg.ringbuf_bytes ? cfg.ringbuf_bytes
-                                  : std::clamp<size_t>(online_cpus().size() * (4u << 20), 4u << 20, 32u << 20);
+                                  : std::clamp<size_t>(online_cpus().size() * (1u << 20), 2u << 20, 16u << 20);
     // --native: a sample moves ~17 KiB (its stack copy): at 999 Hz on 2 CPUs 34 MB/s, drained
     // every 100 ms or at rb / 8 queued.
     s->native_capture_ = cfg.native_capture && s->use_loop_ &&
