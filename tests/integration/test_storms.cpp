@@ -200,8 +200,8 @@ TEST_F(Storms, ExecStormInSequenceAndInParallelBatches) {
     // and 25 start-ups at once filled a quarter of 1 MiB, so processes that exited before they
     // were read kept their frames unnamed ("code object freed before symbolization"). With 1 MiB
     // per CPU (2 MiB here) and copies up to half full: 500 of 500 and 97.9-98.8% of 500 x 40 ms,
-    // two runs quiet and two beside two busy loops. No sample is lost either way (", 0 lost" above); these bounds are
-    // on how many of them are named.
+    // two runs quiet and two beside two busy loops. No sample is lost either way (", 0 lost"
+    // above); these bounds are on how many of them are named.
     const std::string summary = prof.err().substr(prof.err().find("Wrote "));
     EXPECT_GE(storm_pids.size(), 475u) << "storm processes with storm_work samples\n" << summary;
     EXPECT_GT(storm_samples, 0.9 * 500 * 0.040 * 999) << summary;
