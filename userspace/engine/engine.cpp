@@ -607,7 +607,11 @@ void Engine::announce_settled_forks(uint64_t now) {
 }
 
 void Engine::announce(Session& s, EngineEvent e) {
-    e.comm = procfs::comm(e.pid);
+    // The name the registry read when the process was registered, before its executable was
+    // checked (ProcessRegistry::add): read from /proc now, after the exe checks of on_sample and
+    // announce_settled_forks, it could be that of a program exec'd in between (uname).
+    const ProcessProfile* p = registry_->find(static_cast<uint32_t>(e.pid));
+    e.comm = p && !p->comm.empty() ? p->comm : procfs::comm(e.pid);
     s.unannounced_.erase(e.pid);
     if (!s.announced_.insert(e.pid).second) e.announce = false;
     s.event(e);
