@@ -1071,6 +1071,70 @@ TEST(ProcessRegistry, RefreshActiveOnlyRereadsThreadsSampledSinceTheirNaming) {
     EXPECT_EQ(name(idle.tid()), "pbp-idle-2");
 }
 
+// refresh_due_thread_names: a process's names are read again 1 s after its last read, then
+// twice as long after each read that changed nothing (up to 16 s); a change brings it back to
+// 1 s. A forced refresh reads them whenever asked.
+TEST(ProcessRegistry, PeriodicRefreshBacksOffWhileNamesStayTheSame) {
+    Fixture F;
+    const pid_t me = getpid();
+    F.add_process(fake_target(me));
+    NamedThread w("pbp-pace-0");
+    uint64_t ts = 10;
+    auto sampled = [&] { F.on_sample(sample(me, w.tid(), ts++, 0, 0, 0, PBP_ERR_NO_FRAME)); };
+    auto name = [&] { return F.reg.find(static_cast<uint32_t>(me))->threads.at(w.tid()).name; };
+    const uint64_t s = 1000000000ULL, T = 1000 * s;
+    sampled();
+    ASSERT_EQ(name(), "pbp-pace-0");
+
+    w.rename("pbp-pace-1");
+    sampled();
+    F.reg.refresh_due_thread_names(T);  // its first turn: read, changed -> next at T+1
+    EXPECT_EQ(name(), "pbp-pace-1");
+
+    w.rename("pbp-pace-2");
+    sampled();
+    F.reg.refresh_due_thread_names(T + s / 2);
+    EXPECT_EQ(name(), "pbp-pace-1") << "read again before its turn";
+    F.reg.refresh_due_thread_names(T + s);  // changed -> next at T+2
+    EXPECT_EQ(name(), "pbp-pace-2");
+
+    // Unchanged at T+2 (next at T+4) and T+4 (next at T+8).
+    sampled();
+    F.reg.refresh_due_thread_names(T + 2 * s);
+    sampled();
+    F.reg.refresh_due_thread_names(T + 4 * s);
+    w.rename("pbp-pace-3");
+    sampled();
+    F.reg.refresh_due_thread_names(T + 7 * s);
+    EXPECT_EQ(name(), "pbp-pace-2") << "read again before its turn, after two reads that changed nothing";
+    F.reg.refresh_due_thread_names(T + 8 * s);
+    EXPECT_EQ(name(), "pbp-pace-3");
+
+    // Unchanged reads until the interval reaches its cap: 1 (reset at T+8), 2, 4, 8, 16, 16 s.
+    uint64_t at = T + 8 * s;
+    for (uint64_t gap : {1, 2, 4, 8, 16}) {
+        at += gap * s;
+        sampled();
+        F.reg.refresh_due_thread_names(at);
+    }
+    w.rename("pbp-pace-4");
+    sampled();
+    F.reg.refresh_due_thread_names(at + 15 * s);
+    EXPECT_EQ(name(), "pbp-pace-3");
+    F.reg.refresh_due_thread_names(at + 16 * s);
+    EXPECT_EQ(name(), "pbp-pace-4") << "no more than 16 s between two reads";
+
+    // Forced: whenever asked.
+    w.rename("pbp-pace-5");
+    sampled();
+    F.reg.refresh_thread_names_of(me);
+    EXPECT_EQ(name(), "pbp-pace-5");
+    w.rename("pbp-pace-6");
+    sampled();
+    F.reg.refresh_thread_names(true);
+    EXPECT_EQ(name(), "pbp-pace-6");
+}
+
 TEST(Aggregator, RefreshKeepsNamesOfThreadsThatAreGone) {
     Fixture F;
     const pid_t me = getpid();

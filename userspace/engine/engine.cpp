@@ -656,7 +656,7 @@ void Engine::target_gone(pid_t pid) {
     // Samples already in the ring buffer are ordered before this point: consume them while
     // the process's caches are still there, then forget it.
     sampler_->drain();
-    registry_->refresh_thread_names(true);
+    registry_->refresh_thread_names_of(pid);
     auto it = targets_.find(pid);
     if (it == targets_.end()) return;
     for (Session* s : it->second) {
@@ -875,7 +875,7 @@ int Engine::poll(int timeout_ms) {
     registry_->sample_resources(live_, now);
     if (now - last_names_ns_ > 1000000000ULL) {
         last_names_ns_ = now;
-        registry_->refresh_thread_names(true);
+        registry_->refresh_due_thread_names(now);
     }
     if (now - last_liveness_ns_ > 500000000ULL) {  // safety net for lost exit events
         last_liveness_ns_ = now;

@@ -1,5 +1,7 @@
 #include "engine/process_registry.h"
 
+#include <algorithm>
+
 #include "sys/clock.h"
 #include "sys/procfs.h"
 
@@ -27,6 +29,7 @@ void ProcessRegistry::add(const PythonTarget& t, std::map<std::string, std::stri
     if (auto st = procfs::read_status(t.pid); st && !st->nspid.empty()) p.ns_pid = static_cast<uint32_t>(st->nspid.back());
     p.labels = std::move(labels);
     Names& n = names_[p.pid] = Names{};  // anew: after an exec it is another interpreter
+    pace_.erase(p.pid);
     n.proc = t.bpf_config(0, 0);
     n.layout = t.layout.obj;
 }
@@ -99,38 +102,73 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
     }
 }
 
+std::set<uint32_t> ProcessRegistry::threads_to_name(uint32_t pid, const ProcessProfile& p, bool active_only,
+                                                    bool deferred_only) const {
+    // Only the threads sampled since their last naming (all at the end): reading a name from
+    // the interpreter costs about twenty reads.
+    std::set<uint32_t> want;
+    for (const auto& [tid, t] : p.threads) {
+        auto s = seen_.find((static_cast<uint64_t>(pid) << 32) | tid);
+        if (deferred_only ? s != seen_.end() && s->second.named_at == 0 && s->second.samples
+                          : !active_only || s == seen_.end() || s->second.named_at != s->second.samples)
+            want.insert(tid);
+    }
+    return want;
+}
+
+bool ProcessRegistry::rename_threads(uint32_t pid, ProcessProfile& p, const std::set<uint32_t>& want) {
+    if (want.empty()) return false;
+    bool changed = false;
+    read_python_names(pid, want, true);
+    const auto n = names_.find(pid);
+    for (uint32_t tid : want) {
+        ThreadProfile& t = p.threads[tid];
+        Seen& s = seen_[(static_cast<uint64_t>(pid) << 32) | tid];
+        s.named_at = s.samples;
+        const std::string before = t.name;
+        if (n != names_.end()) {
+            if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
+                t.name = pn->second;
+                s.python_named = true;
+                changed |= t.name != before;
+                continue;
+            }
+        }
+        if (s.python_named) continue;  // gone from threading._active: it is ending
+        // Read before the executable is checked (see add).
+        std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
+        if (exec_since_added(p)) continue;  // its name now is the next program's
+        if (!name.empty()) t.name = name;
+        changed |= t.name != before;
+    }
+    return changed;
+}
+
 void ProcessRegistry::refresh_thread_names(bool active_only) {
+    for (auto& [pid, p] : meta_.processes)
+        if (!p.exited) rename_threads(pid, p, threads_to_name(pid, p, active_only, false));
+}
+
+void ProcessRegistry::refresh_due_thread_names(uint64_t now_ns) {
     for (auto& [pid, p] : meta_.processes) {
         if (p.exited) continue;
-        auto key = [pid = pid](uint32_t tid) { return (static_cast<uint64_t>(pid) << 32) | tid; };
-        // Only the threads sampled since their last naming (all at the end): reading a name from
-        // the interpreter costs about twenty reads.
-        std::set<uint32_t> want;
-        for (auto& [tid, t] : p.threads) {
-            auto s = seen_.find(key(tid));
-            if (!active_only || s == seen_.end() || s->second.named_at != s->second.samples) want.insert(tid);
+        Pace& pace = pace_[pid];
+        if (now_ns < pace.next_ns) {
+            rename_threads(pid, p, threads_to_name(pid, p, true, true));
+            continue;
         }
-        if (want.empty()) continue;
-        read_python_names(pid, want, true);
-        const auto n = names_.find(pid);
-        for (uint32_t tid : want) {
-            ThreadProfile& t = p.threads[tid];
-            Seen& s = seen_[key(tid)];
-            s.named_at = s.samples;
-            if (n != names_.end()) {
-                if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
-                    t.name = pn->second;
-                    s.python_named = true;
-                    continue;
-                }
-            }
-            if (s.python_named) continue;  // gone from threading._active: it is ending
-            // Read before the executable is checked (see add).
-            std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
-            if (exec_since_added(p)) continue;  // its name now is the next program's
-            if (!name.empty()) t.name = name;
-        }
+        std::set<uint32_t> want = threads_to_name(pid, p, true, false);
+        if (want.empty()) continue;  // nothing sampled since: its turn waits for a sample
+        const bool changed = rename_threads(pid, p, want);
+        pace.interval_ns = changed ? 1000000000ULL : std::min<uint64_t>(pace.interval_ns * 2, 16000000000ULL);
+        pace.next_ns = now_ns + pace.interval_ns;
     }
+}
+
+void ProcessRegistry::refresh_thread_names_of(pid_t pid) {
+    auto it = meta_.processes.find(static_cast<uint32_t>(pid));
+    if (it != meta_.processes.end() && !it->second.exited)
+        rename_threads(it->first, it->second, threads_to_name(it->first, it->second, true, false));
 }
 
 void ProcessRegistry::on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm) {
@@ -149,6 +187,7 @@ void ProcessRegistry::forget(pid_t pid) {
     for (const auto& [tid, t] : it->second.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
     meta_.processes.erase(it);
     names_.erase(static_cast<uint32_t>(pid));
+    pace_.erase(static_cast<uint32_t>(pid));
     resources_.forget(pid);
 }
 

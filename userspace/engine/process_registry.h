@@ -28,6 +28,14 @@ public:
     // (Thread.name = .., prctl). active_only: just the processes with threads sampled since
     // their last naming, and only those threads.
     void refresh_thread_names(bool active_only = false);
+    // The periodic re-read (active_only's threads), process by process at its own pace: a
+    // process is read again 1 s after its last read, then, each time no name changed, twice as
+    // long after (up to 16 s); a change brings it back to 1 s. A thread whose first naming was
+    // put off (a burst) is read at the next call regardless. Names rarely change, and a read
+    // costs about twenty process_vm_readv calls per thread.
+    void refresh_due_thread_names(uint64_t now_ns);
+    // pid's threads sampled since their naming, now (it is ending: its last chance).
+    void refresh_thread_names_of(pid_t pid);
     // A thread of pid ended under this OS name (BPF's PBP_EV_THREAD_EXIT): a thread that was
     // sampled takes it, unless the interpreter named it (a Python name wins over comm).
     void on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm);
@@ -51,6 +59,11 @@ private:
     // Reads the Python names of pid's threads tids into its Names; false when not read now
     // (rate-limited unless forced).
     bool read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
+    // Re-reads the names of p's threads in want; true when one of them changed.
+    bool rename_threads(uint32_t pid, ProcessProfile& p, const std::set<uint32_t>& want);
+    // Of p's threads, those to name again: the ones sampled since their naming (all of them
+    // unless active_only; only those whose naming was put off when deferred_only).
+    std::set<uint32_t> threads_to_name(uint32_t pid, const ProcessProfile& p, bool active_only, bool deferred_only) const;
     Profile meta_;  // processes and threads without samples
     struct Seen {
         uint64_t samples = 0, named_at = 0;
@@ -67,6 +80,10 @@ private:
     };
     std::unordered_map<uint32_t, Names> names_;
     std::unordered_map<uint64_t, Seen> seen_;  // (pid << 32 | tid)
+    struct Pace {
+        uint64_t next_ns = 0, interval_ns = 1000000000ULL;
+    };
+    std::unordered_map<uint32_t, Pace> pace_;  // refresh_due_thread_names's, per process
     ResourceSampler resources_;
 };
 
