@@ -187,7 +187,7 @@ TEST_P(Language, GeneratorsResumedFromCKeepTheirChain) {
               << " in a generator, " << r.marked << " marked as taken while the eval loop was being entered\n";
     EXPECT_GT(r.gens, 150u) << last_err;
     EXPECT_EQ(r.wrong, 0u) << "stacks that are not <module> <- main <- resume_all [<- gen]:" << r.bad_stacks();
-    EXPECT_LE(r.marked, r.total / 50) << "too many samples marked";
+    EXPECT_LE(r.marked, max_marked(r.total)) << "too many samples marked";
 }
 
 // 1c. 3.11/3.12: in the unsettled window of 1b, the new cframe's current_frame and previous
