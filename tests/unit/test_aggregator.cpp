@@ -1043,7 +1043,8 @@ TEST(Aggregator, ThreadNamesFromProcAndRefreshed) {
     EXPECT_EQ(name(worker.tid()), "pbp-renamed");
 }
 
-// refresh_thread_names(true) re-reads only threads sampled since they were last named.
+// refresh_thread_names_of (and the periodic re-read) re-reads only threads sampled since
+// they were last named; refresh_thread_names all of them.
 TEST(ProcessRegistry, RefreshActiveOnlyRereadsThreadsSampledSinceTheirNaming) {
     Fixture F;
     const pid_t me = getpid();
@@ -1057,17 +1058,17 @@ TEST(ProcessRegistry, RefreshActiveOnlyRereadsThreadsSampledSinceTheirNaming) {
 
     busy.rename("pbp-busy-2");
     idle.rename("pbp-idle-2");
-    F.reg.refresh_thread_names(true);  // neither sampled since its naming
+    F.reg.refresh_thread_names_of(me);  // neither sampled since its naming
     EXPECT_EQ(name(busy.tid()), "pbp-busy-1");
     EXPECT_EQ(name(idle.tid()), "pbp-idle-1");
 
     F.on_sample(sample(me, busy.tid(), 12, 0, 0, 0, PBP_ERR_NO_FRAME));
-    F.reg.refresh_thread_names(true);
+    F.reg.refresh_thread_names_of(me);
     EXPECT_EQ(name(busy.tid()), "pbp-busy-2");
     EXPECT_EQ(name(idle.tid()), "pbp-idle-1");
     EXPECT_EQ(F.snap().processes.at(me).threads.at(busy.tid()).name, "pbp-busy-2");
 
-    F.reg.refresh_thread_names(false);  // all of them
+    F.reg.refresh_thread_names();  // all of them
     EXPECT_EQ(name(idle.tid()), "pbp-idle-2");
 }
 
@@ -1131,7 +1132,7 @@ TEST(ProcessRegistry, PeriodicRefreshBacksOffWhileNamesStayTheSame) {
     EXPECT_EQ(name(), "pbp-pace-5");
     w.rename("pbp-pace-6");
     sampled();
-    F.reg.refresh_thread_names(true);
+    F.reg.refresh_thread_names();
     EXPECT_EQ(name(), "pbp-pace-6");
 }
 

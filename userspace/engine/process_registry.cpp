@@ -102,15 +102,14 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
     }
 }
 
-std::set<uint32_t> ProcessRegistry::threads_to_name(uint32_t pid, const ProcessProfile& p, bool active_only,
-                                                    bool deferred_only) const {
-    // Only the threads sampled since their last naming (all at the end): reading a name from
-    // the interpreter costs about twenty reads.
+std::set<uint32_t> ProcessRegistry::threads_to_name(uint32_t pid, const ProcessProfile& p, Due due) const {
+    // Reading a name from the interpreter costs about twenty reads: all threads only at the end.
     std::set<uint32_t> want;
     for (const auto& [tid, t] : p.threads) {
         auto s = seen_.find((static_cast<uint64_t>(pid) << 32) | tid);
-        if (deferred_only ? s != seen_.end() && s->second.named_at == 0 && s->second.samples
-                          : !active_only || s == seen_.end() || s->second.named_at != s->second.samples)
+        const bool unseen = s == seen_.end();
+        if (due == Due::All || (due == Due::SampledSince && (unseen || s->second.named_at != s->second.samples)) ||
+            (due == Due::PutOff && !unseen && s->second.named_at == 0 && s->second.samples))
             want.insert(tid);
     }
     return want;
@@ -144,9 +143,9 @@ bool ProcessRegistry::rename_threads(uint32_t pid, ProcessProfile& p, const std:
     return changed;
 }
 
-void ProcessRegistry::refresh_thread_names(bool active_only) {
+void ProcessRegistry::refresh_thread_names() {
     for (auto& [pid, p] : meta_.processes)
-        if (!p.exited) rename_threads(pid, p, threads_to_name(pid, p, active_only, false));
+        if (!p.exited) rename_threads(pid, p, threads_to_name(pid, p, Due::All));
 }
 
 void ProcessRegistry::refresh_due_thread_names(uint64_t now_ns) {
@@ -154,10 +153,10 @@ void ProcessRegistry::refresh_due_thread_names(uint64_t now_ns) {
         if (p.exited) continue;
         Pace& pace = pace_[pid];
         if (now_ns < pace.next_ns) {
-            rename_threads(pid, p, threads_to_name(pid, p, true, true));
+            rename_threads(pid, p, threads_to_name(pid, p, Due::PutOff));
             continue;
         }
-        std::set<uint32_t> want = threads_to_name(pid, p, true, false);
+        std::set<uint32_t> want = threads_to_name(pid, p, Due::SampledSince);
         if (want.empty()) continue;  // nothing sampled since: its turn waits for a sample
         const bool changed = rename_threads(pid, p, want);
         pace.interval_ns = changed ? 1000000000ULL : std::min<uint64_t>(pace.interval_ns * 2, 16000000000ULL);
@@ -168,7 +167,7 @@ void ProcessRegistry::refresh_due_thread_names(uint64_t now_ns) {
 void ProcessRegistry::refresh_thread_names_of(pid_t pid) {
     auto it = meta_.processes.find(static_cast<uint32_t>(pid));
     if (it != meta_.processes.end() && !it->second.exited)
-        rename_threads(it->first, it->second, threads_to_name(it->first, it->second, true, false));
+        rename_threads(it->first, it->second, threads_to_name(it->first, it->second, Due::SampledSince));
 }
 
 void ProcessRegistry::on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm) {

@@ -25,10 +25,10 @@ public:
     void on_sample(uint32_t pid, uint32_t tid);
     // Re-reads the names of threads still alive: the Python name (threading.Thread.name, read
     // from the interpreter) or else the OS name (comm). Both change after a thread starts
-    // (Thread.name = .., prctl). active_only: just the processes with threads sampled since
-    // their last naming, and only those threads.
-    void refresh_thread_names(bool active_only = false);
-    // The periodic re-read (active_only's threads), process by process at its own pace: a
+    // (Thread.name = .., prctl). Every thread of every process (the end of a run).
+    void refresh_thread_names();
+    // The periodic re-read of the threads sampled since their last naming, process by process
+    // at its own pace: a
     // process is read again 1 s after its last read, then, each time no name changed, twice as
     // long after (up to 16 s); a change brings it back to 1 s. A thread whose first naming was
     // put off (a burst) is read at the next call regardless. Names rarely change, and a read
@@ -61,9 +61,10 @@ private:
     bool read_python_names(uint32_t pid, const std::set<uint32_t>& tids, bool force);
     // Re-reads the names of p's threads in want; true when one of them changed.
     bool rename_threads(uint32_t pid, ProcessProfile& p, const std::set<uint32_t>& want);
-    // Of p's threads, those to name again: the ones sampled since their naming (all of them
-    // unless active_only; only those whose naming was put off when deferred_only).
-    std::set<uint32_t> threads_to_name(uint32_t pid, const ProcessProfile& p, bool active_only, bool deferred_only) const;
+    // Which of a process's threads to name again: all of them, those sampled since their
+    // last naming, or only those whose first naming was put off (a burst).
+    enum class Due { All, SampledSince, PutOff };
+    std::set<uint32_t> threads_to_name(uint32_t pid, const ProcessProfile& p, Due due) const;
     Profile meta_;  // processes and threads without samples
     struct Seen {
         uint64_t samples = 0, named_at = 0;
