@@ -307,9 +307,11 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, WallHalfSleeping, ::testing::ValuesIn(all
 
 class WallIdle : public Wall {
 protected:
-    // >= 95% of the process's weight off CPU asleep under the select call, and its weight
-    // is the run's duration +-5% (or, given, the run's duration less up to 'exit_ns': a process
-    // that exits during the run is gone before the run notices).
+    // >= 95% of the process's weight off CPU asleep under the select call, less its
+    // interpreter's named start-up, finalization and exit (as in WallHalfSleeping: not the
+    // workload's body; a process woken to exit under TCG on 5.10 spent 80 ms, 5.6% of a 1.44 s
+    // run, in them), and its weight is the run's duration +-5% (or, given, the run's duration
+    // less up to 'exit_ns': a process that exits during the run is gone before the run notices).
     void check_idle(const Recorded& run, pid_t pid, double exit_ns = 0) {
         const int select_line = marker_line("wall_idle_select.py", "# SELECT");
         const ProcessProfile* pr = process(run.p, pid);
@@ -321,8 +323,12 @@ protected:
             return s.kind == SampleKind::OffCpu && has(run.p, s, "wait_here", select_line) &&
                    leaf_of(run.p, s).name == "[sleeping]" && s.wait == WaitReason::Sleep;
         });
-        ASSERT_GT(all, 0u);
-        EXPECT_GE(100.0 * in_select / all, 95.0) << describe(run.p, t);
+        const uint64_t phases = weight(t, [&](const Sample& s) {
+            return has(run.p, s, "[interpreter start-up]") || has(run.p, s, "[interpreter finalization]") ||
+                   has(run.p, s, "[thread exiting]");
+        });
+        ASSERT_GT(all, phases);
+        EXPECT_GE(100.0 * in_select / (all - phases), 95.0) << describe(run.p, t);
         if (exit_ns > 0) {
             EXPECT_LE(double(all), run.duration_ns() + 25e6) << describe(run.p, t);  // + an on-CPU sample's period
             EXPECT_GE(double(all), run.duration_ns() - exit_ns) << describe(run.p, t);
@@ -358,16 +364,17 @@ TEST_P(WallIdle, AlreadyIdleProcessGivenByPid) {
 // was seeded, is named then too (it was named at the record, "code object unreadable" when the
 // process was gone by then: every time here, and 1 in 7 processes when 20 started at once).
 TEST_P(WallIdle, AlreadyIdleProcessThatWakesToExit) {
-    // Asleep 7 s: the run begins about 1.5 s after it said ready (pybpfprof's start; over 4 s on
-    // a machine busy building, where a 4 s sleep had it exit first: "it is a zombie", exit 2).
-    Child idle(py("wall_idle_select.py", {"7"}), dir);
+    // Asleep 12 s: the run begins about 1.5 s after it said ready (pybpfprof's start; over 4 s on
+    // a machine busy building, where a 4 s sleep had it exit first: "it is a zombie", exit 2;
+    // over 7 s in the 5.10 guest under TCG beside a busy host, where a 7 s sleep did the same).
+    Child idle(py("wall_idle_select.py", {"12"}), dir);
     ASSERT_TRUE(idle.wait_for_out("ready", 60)) << idle.err();
     for (int i = 0; i < 200 && thread_state(idle.pid(), idle.pid()) != 'S'; i++) usleep(10000);
     ASSERT_EQ(thread_state(idle.pid(), idle.pid()), 'S');
     usleep(200000);
     Recorded run = record({"--mode", "wall", "-p", std::to_string(idle.pid()), "-d", "20"}, 3);
     ASSERT_TRUE(run.ok);
-    EXPECT_LT(run.duration_ns(), 8e9) << "the run ends when its target exits (unreaped)";
+    EXPECT_LT(run.duration_ns(), 13e9) << "the run ends when its target exits (unreaped)";
     // (sid's 3.14 takes about 100 ms from its wake to its exit)
     check_idle(run, idle.pid(), 500e6);
 }
