@@ -196,6 +196,48 @@ TEST_F(Containers, ProfiledFromTheHostByIdAndCgroupPath) {
     expect_unharmed(other, 0);
 }
 
+// --native on a container's process, from the host: its native frames are named from the
+// container's own files, read through /proc/PID/root. The image is Debian 11's: python3.9 is in
+// no host path (/usr/bin has only 3.11), and its libc is libc-2.31.so, where the host's 2.36 is
+// libc.so.6 (and calls main from __libc_start_call_main, not __libc_start_main). The app's
+// spin() reads time.process_time(): the vDSO's system call, whose samples unwind through the
+// vDSO's CFI, read from the process too.
+TEST_F(Containers, NativeFramesFromTheContainersOwnFiles) {
+    PBP_REQUIRE(kernel_has_bpf_loop(), "--native needs bpf_loop (5.17+)");
+    Container app = start_app("app", 0);
+    ASSERT_GT(app.pid, 0);
+    const std::string out = dir + "/native.folded";
+    auto r = run({pybpfprof_bin(), "-q", "--native", "-f", "collapsed", "-o", out, "-r", "199", "--no-summary",
+                  "--cgroup", app.id.substr(0, 12), "-d", "2"},
+                 60);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string text = read_file(out);
+    size_t all = 0, interp = 0, libc = 0, vdso = 0, incomplete = 0, spin = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        const size_t sp = line.rfind(' ');
+        ASSERT_NE(sp, std::string::npos) << line;
+        const size_t n = std::stoul(line.substr(sp + 1));
+        const std::string stack = line.substr(0, sp);
+        all += n;
+        interp += n * (stack.find(" [python3.9];") != std::string::npos);
+        libc += n * (stack.find(";__libc_start_main [libc-2.31.so];") != std::string::npos);
+        vdso += n * (stack.find(" [vdso];") != std::string::npos);
+        incomplete += n * (stack.find(";[native stack incomplete]") != std::string::npos);
+        spin += n * (stack.find(";spin (/app/container_app.py:") != std::string::npos);
+    }
+    ASSERT_GT(all, 50u) << r.err;
+    // Every stack is rooted in the container's executable and libc (_start, __libc_start_main).
+    EXPECT_GE(interp * 100, all * 95) << interp << " of " << all << "\n" << text.substr(0, 4000);
+    EXPECT_GE(libc * 100, all * 95) << libc << " of " << all << "\n" << text.substr(0, 4000);
+    EXPECT_GE(spin * 100, all * 90) << spin << " of " << all;
+    // Most of spin()'s time is process_time()'s system call, through the vDSO; nothing is cut short.
+    EXPECT_GE(vdso * 2, all) << vdso << " of " << all << "\n" << text.substr(0, 4000);
+    EXPECT_LE(incomplete * 20, all) << incomplete << " of " << all << " incomplete\n" << text.substr(0, 4000);
+    expect_unharmed(app, 0);
+}
+
 // The agent's image, built from deploy/Dockerfile with no registry, run as the DaemonSet
 // runs it (its capabilities, seccomp, user, hostPID and mounts, read from the manifest by
 // tests/tools/daemonset-podman-args), in a private cgroup namespace as containerd gives

@@ -730,6 +730,19 @@ TEST(Collapsed, NativeAndKernelFrames) {
     EXPECT_EQ(f.lines, want);
 }
 
+// A library named in brackets, as /proc/PID/maps names the vDSO, keeps its one pair of brackets.
+TEST(Collapsed, VdsoFrameNamesItsLibraryOnce) {
+    Frame f;
+    f.kind = FrameKind::Native;
+    f.name = "__vdso_clock_gettime";
+    f.library = "[vdso]";
+    EXPECT_EQ(frame_label(f), "__vdso_clock_gettime [vdso]");
+    f.library = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+    EXPECT_EQ(frame_label(f), "__vdso_clock_gettime [libc.so.6]");
+    f.library.clear();
+    EXPECT_EQ(frame_label(f), "__vdso_clock_gettime [?]");
+}
+
 TEST(Collapsed, SortedUniqueAndDeterministic) {
     Profile p = big_profile();
     std::string a = export_to_string("collapsed", p);

@@ -158,7 +158,10 @@ std::string frame_label(const Frame& f) {
     }
     std::string s = f.name.empty() ? std::string("?") : f.name;
     if (!f.file.empty()) s += " (" + f.file + (f.line > 0 ? ":" + std::to_string(f.line) : std::string()) + ")";
-    if (f.kind == FrameKind::Native) s += " [" + (f.library.empty() ? std::string("?") : library_basename(f.library)) + "]";
+    if (f.kind == FrameKind::Native) {
+        const std::string lib = f.library.empty() ? std::string("?") : library_basename(f.library);
+        s += lib.front() == '[' ? " " + lib : " [" + lib + "]";  // "[vdso]" as is, not "[[vdso]]"
+    }
     return s;
 }
 

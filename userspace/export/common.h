@@ -46,7 +46,8 @@ std::string frame_display_name(const Frame& f);
 std::string library_basename(const std::string& path);
 // A frame as one line of text, for folded stacks and the SVG flame graph:
 //   Python  "qualname (file:line)"
-//   native  "symbol [libc.so.6]", "symbol (source.c:line) [lib.so]" with debug information
+//   native  "symbol [libc.so.6]", "symbol (source.c:line) [lib.so]" with debug information,
+//           "__vdso_clock_gettime [vdso]" (a library named in brackets, "[vdso]", is not bracketed again)
 //   kernel  "vfs_read_[k]" (perf's and flamegraph.pl's kernel annotation; --color=java
 //           colours it as kernel)
 //   marker  "[truncated]" (a synthetic frame: its name)

@@ -6,10 +6,15 @@
 #include <gelf.h>
 #include <unistd.h>
 
+#include <sys/mman.h>
+
+#include <cstring>
 #include <map>
+#include <vector>
 
 #include "sys/clock.h"
 #include "sys/procfs.h"
+#include "sys/target_memory.h"
 
 namespace pbp::native {
 
@@ -50,6 +55,35 @@ bool load_bias(const std::string& path, uint64_t start, uint64_t pgoff, uint64_t
     return ok;
 }
 
+// The vDSO: the kernel's code mapped into every process ("[vdso]" in its maps), with no file
+// behind it. clock_gettime, gettimeofday and time run there (time.monotonic(), time.time(),
+// perf_counter), and so does the system call of the clocks it cannot read itself
+// (time.process_time(), thread_time): a sample taken there unwinds only with its CFI. Its image
+// is read from the process (a few pages, the same for every process of a kernel) into a memory
+// file that libdwfl reads as it reads a library; reported under the name "[vdso]".
+void report_vdso(Dwfl* dwfl, pid_t pid, const procfs::Mapping& m) {
+    const uint64_t len = m.end - m.start;
+    if (m.start >= m.end || len > (1u << 20)) return;  // a few pages; more is not a vDSO
+    std::vector<char> image(len);
+    ProcessMemory mem(pid);
+    if (!mem.read(m.start, image.data(), image.size())) return;
+    if (image.size() < 4 || std::memcmp(image.data(), "\x7f" "ELF", 4) != 0) return;
+    const int fd = ::memfd_create("pybpfprof-vdso", MFD_CLOEXEC);
+    if (fd < 0) return;
+    size_t done = 0;
+    while (done < image.size()) {
+        const ssize_t w = ::write(fd, image.data() + done, image.size() - done);
+        if (w <= 0) break;
+        done += static_cast<size_t>(w);
+    }
+    // As for a file (its first PT_LOAD's vaddr is 0 on today's kernels); on success the fd is
+    // libdwfl's (closed by dwfl_end).
+    uint64_t bias = 0;
+    if (done != image.size() || !load_bias("/proc/self/fd/" + std::to_string(fd), m.start, 0, bias) ||
+        !dwfl_report_elf(dwfl, "[vdso]", "[vdso]", fd, bias, true))
+        ::close(fd);
+}
+
 }  // namespace
 
 ProcessModules::ProcessModules(pid_t pid) : pid_(pid) {}
@@ -63,11 +97,11 @@ bool ProcessModules::refresh() {
     auto maps = procfs::read_maps(pid_);
     if (!maps) return false;
     // The same files at the same places: keep the Dwfl and all it has parsed (CFI, symbols,
-    // line tables), which a new one would read again. A pc in no file (the vdso, a bad return
+    // line tables), which a new one would read again. A pc in no file (JIT code, a bad return
     // address at the end of a stack copy) asks for a refresh often.
     std::string signature;
     for (const auto& m : *maps)
-        if (!m.path.empty() && m.path[0] == '/' && m.perms.size() >= 3 && m.perms[2] == 'x')
+        if ((!m.path.empty() && m.path[0] == '/' && m.perms.size() >= 3 && m.perms[2] == 'x') || m.path == "[vdso]")
             signature += std::to_string(m.start) + m.path + '\n';
     if (dwfl_ && signature == signature_) return true;
     signature_ = std::move(signature);
@@ -79,6 +113,10 @@ bool ProcessModules::refresh() {
     const std::string root = "/proc/" + std::to_string(pid_) + "/root";
     std::map<std::string, bool> done;  // each file once: by its executable mapping
     for (const auto& m : *maps) {
+        if (m.path == "[vdso]") {
+            report_vdso(dwfl_, pid_, m);
+            continue;
+        }
         if (m.path.empty() || m.path[0] != '/' || m.perms.size() < 3 || m.perms[2] != 'x') continue;
         if (done.count(m.path)) continue;
         done[m.path] = true;
