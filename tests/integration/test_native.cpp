@@ -276,8 +276,9 @@ TEST_P(Native, ClocksUnwindThroughTheVdso) {
         }
         if (vdso == f.size()) continue;
         EXPECT_GT(vdso, at) << "a vDSO frame above the Python line: " << ::testing::PrintToString(raw[i].frames);
-        if (first_k < f.size())
+        if (first_k < f.size()) {
             EXPECT_LT(vdso, first_k) << "a kernel frame above the vDSO: " << ::testing::PrintToString(raw[i].frames);
+        }
         through_vdso += plain[i].count;
     }
     ASSERT_GT(clocks, 100u) << r.err;
@@ -286,8 +287,9 @@ TEST_P(Native, ClocksUnwindThroughTheVdso) {
     // reported); the rest is the interpreter's.
     EXPECT_GE(through_vdso * 2, clocks) << through_vdso << " of " << clocks << "\n" << text.substr(0, 4000);
     // Where the interpreter's eval loop can be merged exactly, the stacks are whole.
-    if (!fallback_only(in))
+    if (!fallback_only(in)) {
         EXPECT_LE(incomplete * 20, clocks) << incomplete << " of " << clocks << " incomplete\n" << text.substr(0, 4000);
+    }
 }
 
 // The Python part of every --native stack is the stack the same sample has without --native.
