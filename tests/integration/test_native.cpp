@@ -243,7 +243,7 @@ TEST_P(Native, KernelFramesUnderThePythonLine) {
 // it reads with a system call from there. Samples in either (user or kernel mode) unwind through
 // the vDSO's own CFI (read from the process): "__vdso_clock_gettime [vdso]" under the Python line,
 // above the kernel's frames, and the stack above it complete. Before the vDSO was reported, every
-// one of them was "[native stack incomplete]" (85% of a process_time() loop's samples).
+// one of them was "[native stack incomplete]" (430 of 527 of this loop's samples, host 3.11).
 TEST_P(Native, ClocksUnwindThroughTheVdso) {
     const Interpreter& in = GetParam();
     const std::string out = dir + "/out.folded";
