@@ -190,6 +190,17 @@ else:
             if (at != std::string::npos) pids.insert(t.profile_name.substr(at, t.profile_name.find(')', at) - at));
         }
         EXPECT_EQ(pids.size(), 1u) << prof.raw["profiles"].size();
+        // Each program's samples are under its own command line (issue 18: samples taken before
+        // an exec keep the command line they had then), and the summary counts one process.
+        size_t one_named = 0, two_named = 0;
+        for (auto& t : prof.threads)
+            for (auto& s : t.samples) {
+                if (has_frame(s, "python_phase_one")) one_named += t.profile_name.find("phases.py one (pid") != std::string::npos;
+                if (has_frame(s, "python_phase_two")) two_named += t.profile_name.find("phases.py two (pid") != std::string::npos;
+            }
+        EXPECT_EQ(one_named, one) << "phase one's samples under another program's name";
+        EXPECT_EQ(two_named, two) << "phase two's samples under another program's name";
+        EXPECT_NE(last_err.find(", 1 process, "), std::string::npos) << last_err;
         // Nothing from either Python program is mixed into the other's stacks.
         size_t mixed = prof.count([](auto& s) {
             return has_frame(s, "python_phase_one") && has_frame(s, "python_phase_two");

@@ -34,6 +34,7 @@
 #include "engine/snapshot.h"
 #include "engine/stack_store.h"
 #include "engine/symbolizer.h"
+#include "summary/text_summary.h"
 #include "sys/procfs.h"
 #include "sys/target_memory.h"
 #include "targets/discovery.h"
@@ -218,6 +219,14 @@ struct Fixture {
     }
     void exited(pid_t pid) {
         reg.mark_exited(pid);
+        store.forget_process(pid);
+    }
+    // pid exec'd another program (Engine::retire_exec, then forget_in_bpf): the one it ran
+    // moves under key in the registry and in these sessions (default: every one).
+    void exec(pid_t pid, uint32_t key, std::initializer_list<Aggregator*> sessions = {}) {
+        reg.retire(static_cast<uint32_t>(pid), key);
+        for (Aggregator* s : sessions.size() ? std::vector<Aggregator*>(sessions) : all_sessions())
+            s->retire(static_cast<uint32_t>(pid), key);
         store.forget_process(pid);
     }
     Profile snap(const Aggregator& a) const { return make_snapshot(a.samples(), store, reg, pbp::RunInfo{}); }
@@ -425,6 +434,80 @@ TEST(Aggregator, StackIdLookedUpOncePerPidAndAgainAfterExec) {
     EXPECT_TRUE(P.processes.at(me).exited);
     EXPECT_FALSE(P.processes.at(other).exited);
     EXPECT_EQ(P.total_samples(), 10u);
+}
+
+// A target that exec'd another Python program (python a.py -> os.execv -> python b.py): the
+// samples taken before the exec keep the command line, names and CPU of the program that took
+// them, in an entry of their own (its key is not the pid; ProcessProfile::pid is), and the
+// next program's start with none of them. A real exec, of a shell into sleep.
+TEST(Aggregator, AnExecKeepsTheProgramItRanUnderAKeyOfItsOwn) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", "trap 'exec sleep 30' USR1; while :; do sleep 0.01; done", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    auto wait_comm = [&](const std::string& want) {
+        for (int i = 0; i < 500 && pbp::procfs::comm(child) != want; i++) usleep(10000);
+        return pbp::procfs::comm(child);
+    };
+    ASSERT_EQ(wait_comm("sh"), "sh");
+    const std::string before_exe = pbp::procfs::exe(child);
+    const uint32_t pid = static_cast<uint32_t>(child), key = 0x80000000u;
+    Fixture F;
+    Aggregator& idle = F.new_session();  // has the process, never got a sample of it
+    F.add_process(fake_target(child), {&F.agg, &idle});
+    for (uint64_t ts : {100, 101, 102}) F.on_sample(sample(pid, pid, ts, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(pid, pid + 1, 103, 0, 0, 0, PBP_ERR_NO_FRAME));  // a thread of its, gone at the exec
+    const std::string before_cmdline = F.reg.find(pid)->cmdline;
+    ASSERT_NE(before_cmdline.find("trap"), std::string::npos) << before_cmdline;
+
+    kill(child, SIGUSR1);
+    ASSERT_EQ(wait_comm("sleep"), "sleep");
+    F.exec(child, key);
+    F.add_process(fake_target(child), {&F.agg, &idle});
+    for (uint64_t ts : {200, 201}) F.on_sample(sample(pid, pid, ts, 0, 0, 0, PBP_ERR_NO_FRAME));
+
+    Profile P = F.snap();
+    ASSERT_EQ(P.processes.size(), 2u);
+    const auto& old = P.processes.at(key);
+    EXPECT_EQ(old.pid, pid);
+    EXPECT_EQ(old.cmdline, before_cmdline);
+    EXPECT_EQ(old.comm, "sh");
+    EXPECT_EQ(old.exe, before_exe);
+    EXPECT_NE(P.processes.at(pid).exe, before_exe);
+    EXPECT_TRUE(old.exited) << "exec ended the program";
+    ASSERT_EQ(old.threads.size(), 2u);
+    EXPECT_EQ(old.threads.at(pid).name, "sh");
+    EXPECT_EQ(old.threads.at(pid).samples.size(), 3u);
+    EXPECT_EQ(old.first_sample_ns, 100u);
+    EXPECT_EQ(old.last_sample_ns, 103u);
+    const auto& now = P.processes.at(pid);
+    EXPECT_EQ(now.pid, pid);
+    EXPECT_EQ(now.cmdline, "sleep 30");
+    EXPECT_EQ(now.comm, "sleep");
+    EXPECT_FALSE(now.exited);
+    ASSERT_EQ(now.threads.size(), 1u) << "the exec'd program has only the threads sampled since";
+    EXPECT_EQ(now.threads.at(pid).name, "sleep") << "named anew after the exec";
+    EXPECT_EQ(now.threads.at(pid).samples.size(), 2u);
+    EXPECT_EQ(now.first_sample_ns, 200u);
+    EXPECT_EQ(P.total_samples(), 6u);
+    // One process, two programs.
+    EXPECT_NE(pbp::summary_line(P, "x").find(", 1 process, 3 threads,"), std::string::npos) << pbp::summary_line(P, "x");
+
+    // A session with no sample of the program keeps no entry for it.
+    Profile I = F.snap(idle);
+    EXPECT_EQ(I.processes.count(key), 0u);
+    ASSERT_EQ(I.processes.count(pid), 1u);
+    EXPECT_EQ(I.processes.at(pid).cmdline, "sleep 30");
+
+    // Forgotten by its key (no session has it any more): the running program stays.
+    F.reg.forget(key);
+    EXPECT_EQ(F.reg.find(key), nullptr);
+    ASSERT_NE(F.reg.find(pid), nullptr);
+    EXPECT_EQ(F.reg.find(pid)->cmdline, "sleep 30");
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
 }
 
 TEST(Aggregator, ProcessMetadataFromAddProcess) {
@@ -864,7 +947,7 @@ TEST(ProcessRegistry, SampledBeforeRegisteredAndFill) {
     out.threads[static_cast<uint32_t>(me)].samples.push_back({5, 3, 1, SampleKind::OffCpu, 77});
     out.threads[absent].tid = absent;
     out.threads[absent].name = "kept";
-    reg.fill(out);
+    reg.fill(out.pid, out);
     EXPECT_EQ(out.comm, m->comm);
     EXPECT_EQ(out.cmdline, m->cmdline);
     EXPECT_EQ(out.exe, m->exe);
@@ -884,7 +967,7 @@ TEST(ProcessRegistry, SampledBeforeRegisteredAndFill) {
     pbp::ProcessProfile unknown;
     unknown.pid = absent;
     unknown.comm = "mine";
-    reg.fill(unknown);
+    reg.fill(unknown.pid, unknown);
     EXPECT_EQ(unknown.comm, "mine");
     EXPECT_EQ(reg.find(absent), nullptr);
 }

@@ -180,8 +180,11 @@ TEST(SampleWindow, BucketsKeepTotalsKindsAndTheirSpans) {
             }
     EXPECT_EQ(bg, bw);
     // An on-CPU bucket of one thread never weighs more than its span.
-    for (const auto& [k, v] : bg)
-        if (std::get<3>(k) == PBP_KIND_CPU) EXPECT_LE(v.second, w);
+    for (const auto& [k, v] : bg) {
+        if (std::get<3>(k) == PBP_KIND_CPU) {
+            EXPECT_LE(v.second, w);
+        }
+    }
 }
 
 // Over the budget, the bucket width doubles and older buckets merge pairwise: totals exact,

@@ -14,6 +14,15 @@ void Aggregator::add_process(pid_t pid) {
     p.pid = static_cast<uint32_t>(pid);
 }
 
+void Aggregator::retire(uint32_t pid, uint32_t key) {
+    auto it = profile_.processes.find(pid);
+    if (it == profile_.processes.end() || it->second.threads.empty()) return;
+    profile_.processes[key] = std::move(it->second);
+    profile_.processes.erase(pid);
+    // Its stacks are forgotten with the program (StackStore::forget_process): none will move.
+    transient_.erase(pid);
+}
+
 void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
     uint64_t weight = e.weight_ns;
     if (interval_ns_ && e.kind == PBP_KIND_CPU) {  // off-CPU intervals are never decimated

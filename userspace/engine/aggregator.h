@@ -51,6 +51,10 @@ public:
     // One sample record, landing on 'stack' (StackStore::stack_for). An on-CPU sample that the
     // session's interval does not keep is dropped; one it keeps weighs the interval.
     void on_sample(const pbp_event& e, uint32_t stack);
+    // pid exec'd another program: the samples of the one it ran move under key (the key the
+    // ProcessRegistry keeps that program's metadata under), so the next program's samples, and
+    // its command line, do not mix with them. A process with no sample stays where it is.
+    void retire(uint32_t pid, uint32_t key);
     // Stacks re-resolved by the store: the samples already charged move with them.
     void apply(const std::vector<StackMove>& moves);
 

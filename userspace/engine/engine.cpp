@@ -635,6 +635,17 @@ void Engine::forget_in_bpf(pid_t pid) {
     found_ns_.erase(pid);
 }
 
+void Engine::retire_exec(pid_t pid) {
+    // Every sample of the program it ran is already drained: BPF forgot the process at its
+    // exec, and the exec record was reserved after the last of them.
+    const uint32_t key = next_retired_key_++;
+    registry_->retire(static_cast<uint32_t>(pid), key);
+    for (Session* s : targets_[pid]) {
+        s->agg_->retire(static_cast<uint32_t>(pid), key);
+        s->retired_.insert(key);
+    }
+}
+
 void Engine::release_target(Session& s, pid_t pid) {
     s.targets_.erase(pid);
     auto it = targets_.find(pid);
@@ -787,6 +798,7 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
             return;
         // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
         // A forked child that never ran Python was never news: it is not announced.
+        retire_exec(pid);
         for (Session* s : targets_[pid]) {
             s->targets_.erase(pid);
             s->unannounced_.erase(pid);
@@ -996,8 +1008,11 @@ void Engine::forget_unused(const Session& gone) {
         if (targets_.count(pid)) continue;
         bool used = std::any_of(sessions_.begin(), sessions_.end(),
                                 [&](auto& o) { return o.get() != &gone && o->ever_.count(pid); });
-        if (!used) registry_->forget(pid);
+        if (!used) registry_->forget(static_cast<uint32_t>(pid));
     }
+    for (uint32_t key : gone.retired_)
+        if (std::none_of(sessions_.begin(), sessions_.end(), [&](auto& o) { return o.get() != &gone && o->retired_.count(key); }))
+            registry_->forget(key);
     if (cfg_.knobs.debug)
         for (pid_t pid : gone.ever_) {
             first_seen_.erase(pid);

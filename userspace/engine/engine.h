@@ -204,6 +204,8 @@ private:
     EventSink sink_;
     std::unique_ptr<Aggregator> agg_;
     std::set<pid_t> targets_, ever_, exited_early_, launch_tree_;
+    // The keys its profile holds the programs of exec'd targets under (Engine::retire_exec).
+    std::set<uint32_t> retired_;
     // Announced once per PID (an exec into Python again is not news). A child found at its
     // fork is only a copy of its parent until it runs Python or execs: its TargetAdded waits
     // for its first Python stack or for 200 ms without an exec (unannounced_), and an exec
@@ -288,6 +290,9 @@ private:
     void release_target(Session& s, pid_t pid);
     void target_gone(pid_t pid);                                  // exited: every session
     void forget_in_bpf(pid_t pid);
+    // A target exec'd another program: the samples and metadata of the one it ran move under a
+    // key of their own in every session that has it (Aggregator/ProcessRegistry::retire).
+    void retire_exec(pid_t pid);
     size_t scan(Session& s, const std::vector<pid_t>& pids, bool announce);
     void schedule(pid_t pid, uint64_t event_ns = 0);
     void run_pending();
@@ -381,6 +386,9 @@ private:
     std::map<pid_t, Pending> pending_;
     std::vector<pid_t> exits_;        // exit events of the last poll
     uint32_t generation_ = 0;         // bumped at each BPF registration
+    // The next key for a program a target ran before an exec: above any pid (PID_MAX_LIMIT is
+    // 2^22), so a profile's key is its pid for a running program and one of these otherwise.
+    uint32_t next_retired_key_ = 0x80000000u;
     uint32_t max_depth_ = 0;
     uint32_t cgroup_slots_ = 0;
     std::string cgroup_mount_;

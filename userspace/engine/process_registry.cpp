@@ -180,8 +180,23 @@ void ProcessRegistry::on_thread_exit(uint32_t pid, uint32_t tid, const std::stri
     t->second.name = comm;
 }
 
-void ProcessRegistry::forget(pid_t pid) {
-    auto it = meta_.processes.find(static_cast<uint32_t>(pid));
+void ProcessRegistry::retire(uint32_t pid, uint32_t key) {
+    auto it = meta_.processes.find(pid);
+    if (it == meta_.processes.end()) return;
+    ProcessProfile& p = it->second;
+    ProcessProfile& old = retired_[key] = p;
+    old.exited = true;  // the program did end: exec replaced it
+    p.threads.clear();
+    p.resources.clear();
+    for (auto s = seen_.begin(); s != seen_.end();)
+        s = (s->first >> 32) == pid ? seen_.erase(s) : std::next(s);
+    pace_.erase(pid);
+}
+
+void ProcessRegistry::forget(uint32_t key) {
+    if (retired_.erase(key)) return;
+    const pid_t pid = static_cast<pid_t>(key);
+    auto it = meta_.processes.find(key);
     if (it == meta_.processes.end()) return;
     for (const auto& [tid, t] : it->second.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
     meta_.processes.erase(it);
@@ -200,13 +215,14 @@ void ProcessRegistry::mark_gone_exited() {
         if (!p.exited && !procfs::exists(static_cast<pid_t>(pid))) p.exited = true;
 }
 
-const ProcessProfile* ProcessRegistry::find(uint32_t pid) const {
-    auto it = meta_.processes.find(pid);
-    return it == meta_.processes.end() ? nullptr : &it->second;
+const ProcessProfile* ProcessRegistry::find(uint32_t key) const {
+    if (auto it = meta_.processes.find(key); it != meta_.processes.end()) return &it->second;
+    auto it = retired_.find(key);
+    return it == retired_.end() ? nullptr : &it->second;
 }
 
-void ProcessRegistry::fill(ProcessProfile& out) const {
-    const ProcessProfile* m = find(out.pid);
+void ProcessRegistry::fill(uint32_t key, ProcessProfile& out) const {
+    const ProcessProfile* m = find(key);
     if (!m) return;
     out.ns_pid = m->ns_pid;
     out.comm = m->comm;

@@ -40,18 +40,25 @@ public:
     // sampled takes it, unless the interpreter named it (a Python name wins over comm).
     void on_thread_exit(uint32_t pid, uint32_t tid, const std::string& comm);
     void mark_exited(pid_t pid);
-    // Drops everything known of pid (no session has it any more).
-    void forget(pid_t pid);
+    // pid exec'd another program: what is known of the program it ran (command line, names,
+    // CPU and RSS so far) is kept under key (Engine::retire_exec, a key no pid takes), as an
+    // exited process, for the samples it took; pid's own entry starts again with no thread
+    // and no resource point (add reads the new program's when it is one).
+    void retire(uint32_t pid, uint32_t key);
+    // Drops everything known of a process (no session has it any more): a pid, or a retired
+    // program's key.
+    void forget(uint32_t key);
     size_t size() const { return meta_.processes.size(); }
     // Marks every process that no longer exists (the end of a run: exit events can be lost).
     void mark_gone_exited();
     // CPU % and RSS of these processes, about once a second (see ResourceSampler).
     void sample_resources(const std::set<pid_t>& pids, uint64_t now_ns) { resources_.maybe_sample(meta_, pids, now_ns); }
 
-    // The metadata of one process (threads hold names, no samples); nullptr when unknown.
-    const ProcessProfile* find(uint32_t pid) const;
-    // Copies pid's metadata into out, keeping out's samples (and threads).
-    void fill(ProcessProfile& out) const;
+    // The metadata of one process (threads hold names, no samples), by pid or by a retired
+    // program's key; nullptr when unknown.
+    const ProcessProfile* find(uint32_t key) const;
+    // Copies the metadata of the process under key into out, keeping out's samples (and threads).
+    void fill(uint32_t key, ProcessProfile& out) const;
 
 private:
     ThreadProfile& thread(ProcessProfile& p, uint32_t tid);
@@ -66,6 +73,7 @@ private:
     enum class Due { All, SampledSince, PutOff };
     std::set<uint32_t> threads_to_name(uint32_t pid, const ProcessProfile& p, Due due) const;
     Profile meta_;  // processes and threads without samples
+    std::map<uint32_t, ProcessProfile> retired_;  // programs a process ran before an exec, by key
     struct Seen {
         uint64_t samples = 0, named_at = 0;
         bool python_named = false;  // its name came from the interpreter: comm no longer applies

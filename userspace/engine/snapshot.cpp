@@ -20,7 +20,7 @@ Profile make_snapshot(Profile samples, const StackStore& store, const ProcessReg
     };
     std::vector<uint32_t> frames;
     for (auto& [pid, p] : out.processes) {
-        registry.fill(p);
+        registry.fill(pid, p);
         for (auto& [tid, t] : p.threads)
             for (Sample& s : t.samples) {
                 auto [it, fresh] = stack_map.try_emplace(s.stack, 0);

@@ -1,6 +1,7 @@
 #include "summary/run_outcome.h"
 
 #include <cstdio>
+#include <map>
 
 #include "summary/bpf_summary.h"
 #include "summary/text_summary.h"
@@ -28,13 +29,17 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
     o.truncated = run.truncated;
     o.max_depth = run.max_depth;
     if (with_bpf_cost) o.bpf_cost = bpf_cost_lines(run, bpf_stats, debug);
-    for (auto& [_, p] : profile.processes)  // (a merged profile's keys are not pids)
-        if (p.threads.empty() && !facts.all_python) o.not_sampled.emplace_back(static_cast<pid_t>(p.pid), p.comm);
+    // (A merged profile's keys are not pids, and a process that exec'd has an entry per
+    // program it ran: ProcessRegistry::retire.)
+    std::map<uint32_t, uint64_t> samples_of;
+    for (auto& [_, p] : profile.processes)
+        for (auto& [__, t] : p.threads) samples_of[p.pid] += t.sample_count();
+    for (auto& [_, p] : profile.processes)
+        if (p.threads.empty() && !facts.all_python && !samples_of.count(p.pid))
+            o.not_sampled.emplace_back(static_cast<pid_t>(p.pid), p.comm);
     for (pid_t pid : facts.exited_early) {
-        uint64_t n = 0;
-        if (auto it = profile.processes.find(static_cast<uint32_t>(pid)); it != profile.processes.end())
-            for (auto& [_, t] : it->second.threads) n += t.sample_count();
-        o.exited_early.emplace_back(pid, n);
+        auto it = samples_of.find(static_cast<uint32_t>(pid));
+        o.exited_early.emplace_back(pid, it == samples_of.end() ? 0 : it->second);
     }
     o.top = top_functions(profile) + top_threads(profile);
     o.mode = mode_totals(profile);

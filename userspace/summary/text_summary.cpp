@@ -2,15 +2,23 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "export/common.h"
 
 namespace pbp {
 
 std::string summary_line(const Profile& p, const std::string& path) {
-    size_t procs = 0;
+    // Processes, not programs: one that exec'd Python again has an entry per program
+    // (ProcessRegistry::retire), both with its pid and labels (a merged profile's inputs differ
+    // in theirs: host, role).
+    std::set<std::pair<uint32_t, std::map<std::string, std::string>>> procs_seen;
     for (auto& [_, pr] : p.processes)
-        if (!pr.threads.empty()) procs++;
+        if (!pr.threads.empty()) procs_seen.emplace(pr.pid, pr.labels);
+    const size_t procs = procs_seen.size();
     auto count = [](uint64_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
     std::string s = "Wrote " + path + ": " + count(p.total_samples(), "sample", "samples") + ", " +
                     count(procs, "process", "processes") + ", " + count(p.total_threads(), "thread", "threads") + ", " +
