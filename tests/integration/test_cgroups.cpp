@@ -4,18 +4,22 @@
 // Plus PID and mount namespaces: a Python in its own namespaces and a debootstrap rootfs.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <list>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "speedscope_reader.h"
+#include "sys/preflight.h"
 #include "test_support.h"
 
 namespace pbp::test {
@@ -274,10 +278,35 @@ TEST_F(Cgroups, AgentInAPrivateCgroupNamespace) {
     EXPECT_GT(samples_of(prof, inside), 0u) << names(prof) << r.err;
 }
 
+// The capabilities deploy/pybpfprof-agent.yaml's DaemonSet adds, read from the manifest (so
+// the test follows it): "+bpf,+perfmon,..." for setpriv; those of `without` left out.
+std::string daemonset_caps(const std::set<std::string>& without = {}) {
+    std::istringstream in(read_file(source_dir() + "/deploy/pybpfprof-agent.yaml"));
+    std::string line, caps;
+    int lists = 0;
+    for (; std::getline(in, line);) {
+        const auto at = line.find("add: [");
+        if (at == std::string::npos || line.find_first_not_of(' ') != at) continue;
+        lists++;
+        std::string item;
+        std::istringstream items(line.substr(at + 6, line.find(']') - at - 6));
+        while (std::getline(items, item, ',')) {
+            item.erase(std::remove_if(item.begin(), item.end(), [](char c) { return c == '"' || c == ' '; }), item.end());
+            std::transform(item.begin(), item.end(), item.begin(), [](unsigned char c) { return std::tolower(c); });
+            if (!item.empty() && !without.count(item)) caps += (caps.empty() ? "+" : ",+") + item;
+        }
+    }
+    EXPECT_EQ(lists, 1) << "the manifest's capabilities: one add: [...] line";
+    return caps;
+}
+
 // The DaemonSet's capabilities, measured: BPF, PERFMON, SYS_PTRACE (to read other users'
-// processes) and SYS_ADMIN (to join the host's cgroup namespace) profile a pod process
-// of another user from a private cgroup namespace; without SYS_PTRACE the error says so.
+// processes), SYS_ADMIN (to join the host's cgroup namespace) and SYS_RESOURCE (BPF memory
+// before 5.11) profile a pod process of another user from a private cgroup namespace;
+// without SYS_PTRACE, or SYS_ADMIN, the error says so.
 TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
+    const std::string all = daemonset_caps();
+    ASSERT_EQ(all, "+bpf,+perfmon,+sys_ptrace,+sys_admin,+sys_resource") << "the manifest changed: check the docs too";
     std::vector<std::string> nobody{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
     // The workload where nobody can read it: the source tree may be under /root (0700), the
     // test's temporary directory is 0700 too.
@@ -304,15 +333,29 @@ TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
         return run(argv, 60);
     };
     std::string out = dir + "/caps.json";
-    auto r = as_agent("+bpf,+perfmon,+sys_ptrace,+sys_admin", {"-o", out, "--cgroup", rel + "/app", "-d", "2"});
+    auto r = as_agent(all, {"-o", out, "--cgroup", rel + "/app", "-d", "2"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_GT(samples_of(read_speedscope(out), target), 0u) << r.err;
-    auto no_ptrace = as_agent("+bpf,+perfmon,+sys_admin", {"-o", out, "--pid", std::to_string(target)});
+    auto no_ptrace = as_agent(daemonset_caps({"sys_ptrace"}), {"-o", out, "--pid", std::to_string(target)});
     EXPECT_EQ(no_ptrace.status, 2) << no_ptrace.err;
     EXPECT_NE(no_ptrace.err.find("needs CAP_SYS_PTRACE"), std::string::npos) << no_ptrace.err;
-    auto no_admin = as_agent("+bpf,+perfmon,+sys_ptrace", {"-o", out, "--cgroup", rel + "/app", "-d", "1"});
+    auto no_admin = as_agent(daemonset_caps({"sys_admin"}), {"-o", out, "--cgroup", rel + "/app", "-d", "1"});
     EXPECT_EQ(no_admin.status, 1) << no_admin.err;
     EXPECT_NE(no_admin.err.find("CAP_SYS_ADMIN"), std::string::npos) << no_admin.err;
+    // SYS_RESOURCE is for kernels that charge BPF maps to RLIMIT_MEMLOCK (before 5.11), under
+    // a hard limit (5.10's default is 64 KiB): there, without it, loading fails and says so.
+    auto no_resource = as_agent(daemonset_caps({"sys_resource"}), {"-o", out, "--cgroup", rel + "/app", "-d", "1"});
+    int maj = 0, min = 0;
+    ASSERT_EQ(sscanf(kernel_release().c_str(), "%d.%d", &maj, &min), 2) << kernel_release();
+    rlimit ml{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &ml), 0);
+    if ((maj < 5 || (maj == 5 && min < 11)) && ml.rlim_max != RLIM_INFINITY) {
+        EXPECT_EQ(no_resource.status, 1) << no_resource.err;
+        EXPECT_NE(no_resource.err.find("locked-memory limit"), std::string::npos) << no_resource.err;
+        EXPECT_NE(no_resource.err.find("needs CAP_SYS_RESOURCE"), std::string::npos) << no_resource.err;
+    } else {
+        EXPECT_EQ(no_resource.status, 0) << kernel_release() << ": " << no_resource.err;
+    }
 }
 
 // A Python in new PID and mount namespaces, chrooted into a debootstrap rootfs with its

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "engine/decimate.h"
+#include "sys/preflight.h"
 #include "sys/priority.h"
 #include "pybpfprof.skel.h"
 
@@ -165,8 +166,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             if (wall) s->wall_error_.clear();
             continue;
         }
-        error = std::string("cannot load the BPF program: ") + strerror(-err) +
-                " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
+        error = std::string("cannot load the BPF program: ") + strerror(-err);
+        if (std::string why = err == -EPERM ? memlock_problem() : ""; !why.empty()) error += ": " + why;
+        else error += " (run with PYBPFPROF_DEBUG=2 for the verifier log)";
         return nullptr;
     }
 

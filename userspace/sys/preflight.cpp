@@ -1,6 +1,7 @@
 #include "sys/preflight.h"
 
 #include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -28,6 +29,27 @@ bool check_privileges(std::string& error) {
     error = "loading BPF programs needs root or CAP_BPF+CAP_PERFMON; run it with sudo "
             "(or: sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep pybpfprof)";
     return false;
+}
+
+std::string memlock_problem(const std::string& release, bool cap_sys_resource, uint64_t hard_limit) {
+    int maj = 0, min = 0;
+    if (sscanf(release.c_str(), "%d.%d", &maj, &min) != 2 || maj > 5 || (maj == 5 && min >= 11)) return "";
+    if (cap_sys_resource || hard_limit == RLIM_INFINITY) return "";
+    const std::string limit = hard_limit >= (1u << 20) ? std::to_string(hard_limit >> 20) + " MiB"
+                                                       : std::to_string(hard_limit >> 10) + " KiB";
+    return "kernel " + release + " charges BPF maps to the locked-memory limit (" + limit +
+           " here), and raising it needs CAP_SYS_RESOURCE: add that capability (deploy/'s DaemonSet has it) "
+           "or raise the limit (ulimit -l unlimited; LimitMEMLOCK=infinity in a systemd unit)";
+}
+
+std::string memlock_problem() {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    constexpr int kSysResource = 24;
+    const bool cap = syscall(SYS_capget, &hdr, data) == 0 ? has_cap(data, kSysResource) : geteuid() == 0;
+    rlimit rl{};
+    if (getrlimit(RLIMIT_MEMLOCK, &rl)) return "";
+    return memlock_problem(kernel_release(), cap, rl.rlim_max);
 }
 
 std::string kernel_release() {

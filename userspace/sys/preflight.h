@@ -1,5 +1,6 @@
 // Checks made before loading BPF, each failing with a one-line cause-and-fix message.
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace pbp {
@@ -13,6 +14,13 @@ bool check_kernel(const std::string& btf_path, std::string& error);
 bool check_kernel(const std::string& release, const std::string& kernel_btf, const std::string& btf_path,
                   std::string& error);
 std::string kernel_release();
+// Why loading BPF may have been refused with EPERM although the capabilities are there: a
+// kernel before 5.11 charges BPF maps to RLIMIT_MEMLOCK, and raising it past the hard limit
+// needs CAP_SYS_RESOURCE. The cause and the fix, or "" when that is not it. The pure form
+// takes the kernel's release, whether CAP_SYS_RESOURCE is effective and the hard limit in
+// bytes (RLIM_INFINITY: none).
+std::string memlock_problem();
+std::string memlock_problem(const std::string& release, bool cap_sys_resource, uint64_t hard_limit);
 // The machine's host name (uname -n), "unknown" if uname fails.
 std::string host_name();
 
