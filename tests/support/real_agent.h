@@ -32,7 +32,7 @@ inline std::vector<std::string> as_user(const std::string& user, std::vector<std
     return a;
 }
 
-// The agent's binary: $PBP_AGENT_BIN (a sanitized build, tests/tools/agent-sanitized), else
+// The agent's binary: $PBP_AGENT_BIN (a sanitized build, tests/tools/sanitized), else
 // the one under test. Clients are always the one under test.
 inline std::string agent_bin() {
     const char* b = getenv("PBP_AGENT_BIN");

@@ -236,7 +236,11 @@ std::string Reporter::err() const { return read_file(err_path_); }
 
 std::string source_dir() { return PBP_SOURCE_DIR; }
 std::string binary_dir() { return PBP_BINARY_DIR; }
-std::string pybpfprof_bin() { return PBP_BIN; }
+std::string pybpfprof_bin() {
+    // The sanitized build's binary (tests/tools/sanitized runs a short set of tests with it).
+    if (const char* b = std::getenv("PBP_TEST_BIN"); b && *b) return b;
+    return PBP_BIN;
+}
 std::string pyspy_bin() { return PBP_PYSPY_BIN; }
 std::string tool_path(const std::string& name) { return source_dir() + "/tests/tools/" + name; }
 

@@ -109,7 +109,7 @@ private:
 
 std::string source_dir();
 std::string binary_dir();
-std::string pybpfprof_bin();
+std::string pybpfprof_bin();  // $PBP_TEST_BIN when set (a sanitized build), else this build's
 std::string pyspy_bin();  // pybpfprof-py-spy
 std::string tool_path(const std::string& name);  // tests/tools/NAME in the source tree
 std::string read_file(const std::string& path);
