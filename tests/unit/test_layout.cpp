@@ -969,7 +969,9 @@ TEST(LayoutBuiltin, CodeIdentityAndRuntimePhase) {
             EXPECT_LE(f + 8u, o.code_ident_len);
         EXPECT_LE(o.code_firstlineno + 4u, o.code_ident_len);
         EXPECT_EQ(l->runtime_initialized.has_value(), minor >= 7);
-        if (minor >= 7) EXPECT_EQ(*l->runtime_finalizing, *l->runtime_initialized + (minor == 7 ? 8u : 4u + (minor >= 11 ? 4u : 0u)));
+        if (minor >= 7) {
+            EXPECT_EQ(*l->runtime_finalizing, *l->runtime_initialized + (minor == 7 ? 8u : 4u + (minor >= 11 ? 4u : 0u)));
+        }
     }
     // A table without the identity's offsets (tests' hand-made ones) captures nothing.
     auto l = builtin_layout(Version::from_hex(0x030b00f0u), false);

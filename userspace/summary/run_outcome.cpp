@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "summary/bpf_summary.h"
 #include "summary/text_summary.h"
@@ -30,12 +33,16 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
     o.max_depth = run.max_depth;
     if (with_bpf_cost) o.bpf_cost = bpf_cost_lines(run, bpf_stats, debug);
     // (A merged profile's keys are not pids, and a process that exec'd has an entry per
-    // program it ran: ProcessRegistry::retire.)
+    // program it ran, with its pid and labels: ProcessRegistry::retire.)
     std::map<uint32_t, uint64_t> samples_of;
+    std::set<std::pair<uint32_t, std::map<std::string, std::string>>> sampled;
     for (auto& [_, p] : profile.processes)
-        for (auto& [__, t] : p.threads) samples_of[p.pid] += t.sample_count();
+        for (auto& [__, t] : p.threads) {
+            samples_of[p.pid] += t.sample_count();
+            sampled.emplace(p.pid, p.labels);
+        }
     for (auto& [_, p] : profile.processes)
-        if (p.threads.empty() && !facts.all_python && !samples_of.count(p.pid))
+        if (p.threads.empty() && !facts.all_python && !sampled.count({p.pid, p.labels}))
             o.not_sampled.emplace_back(static_cast<pid_t>(p.pid), p.comm);
     for (pid_t pid : facts.exited_early) {
         auto it = samples_of.find(static_cast<uint32_t>(pid));
