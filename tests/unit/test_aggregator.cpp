@@ -452,6 +452,16 @@ TEST(Aggregator, AnExecKeepsTheProgramItRanUnderAKeyOfItsOwn) {
         return pbp::procfs::comm(child);
     };
     ASSERT_EQ(wait_comm("sh"), "sh");
+    // The shell is named at its exec, before it runs its trap: a USR1 sent before the trap is
+    // set ends it (seen in a sanitized run under load). Its mask of caught signals says when.
+    auto catches_usr1 = [&] {
+        std::istringstream st(pbp::procfs::read_text("/proc/" + std::to_string(child) + "/status"));
+        for (std::string line; std::getline(st, line);)
+            if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGUSR1 - 1)) & 1;
+        return 0ull;
+    };
+    for (int i = 0; i < 500 && !catches_usr1(); i++) usleep(10000);
+    ASSERT_TRUE(catches_usr1()) << "the shell never set its USR1 trap";
     const std::string before_exe = pbp::procfs::exe(child);
     const uint32_t pid = static_cast<uint32_t>(child), key = 0x80000000u;
     Fixture F;
