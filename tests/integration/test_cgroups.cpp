@@ -345,11 +345,9 @@ TEST_F(Cgroups, AgentCapabilitiesAreEnough) {
     // SYS_RESOURCE is for kernels that charge BPF maps to RLIMIT_MEMLOCK (before 5.11), under
     // a hard limit (5.10's default is 64 KiB): there, without it, loading fails and says so.
     auto no_resource = as_agent(daemonset_caps({"sys_resource"}), {"-o", out, "--cgroup", rel + "/app", "-d", "1"});
-    int maj = 0, min = 0;
-    ASSERT_EQ(sscanf(kernel_release().c_str(), "%d.%d", &maj, &min), 2) << kernel_release();
     rlimit ml{};
     ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &ml), 0);
-    if ((maj < 5 || (maj == 5 && min < 11)) && ml.rlim_max != RLIM_INFINITY) {
+    if (kernel_older_than(kernel_release(), 5, 11) && ml.rlim_max != RLIM_INFINITY) {
         EXPECT_EQ(no_resource.status, 1) << no_resource.err;
         EXPECT_NE(no_resource.err.find("locked-memory limit"), std::string::npos) << no_resource.err;
         EXPECT_NE(no_resource.err.find("needs CAP_SYS_RESOURCE"), std::string::npos) << no_resource.err;

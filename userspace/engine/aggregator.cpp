@@ -17,8 +17,9 @@ void Aggregator::add_process(pid_t pid) {
 void Aggregator::retire(uint32_t pid, uint32_t key) {
     auto it = profile_.processes.find(pid);
     if (it == profile_.processes.end() || it->second.threads.empty()) return;
-    profile_.processes[key] = std::move(it->second);
-    profile_.processes.erase(pid);
+    auto node = profile_.processes.extract(it);
+    node.key() = key;
+    profile_.processes.insert(std::move(node));
     // Its stacks are forgotten with the program (StackStore::forget_process): none will move.
     transient_.erase(pid);
 }

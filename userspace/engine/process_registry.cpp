@@ -186,10 +186,9 @@ void ProcessRegistry::retire(uint32_t pid, uint32_t key) {
     ProcessProfile& p = it->second;
     ProcessProfile& old = retired_[key] = p;
     old.exited = true;  // the program did end: exec replaced it
+    for (const auto& [tid, t] : p.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
     p.threads.clear();
     p.resources.clear();
-    for (auto s = seen_.begin(); s != seen_.end();)
-        s = (s->first >> 32) == pid ? seen_.erase(s) : std::next(s);
     pace_.erase(pid);
 }
 

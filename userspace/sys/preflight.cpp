@@ -12,28 +12,31 @@
 namespace pbp {
 
 namespace {
-bool has_cap(const __user_cap_data_struct* d, int cap) {
-    return d[cap / 32].effective & (1u << (cap % 32));
+// Whether cap is in this process's effective set; without capget, whether it is root.
+bool has_effective(int cap) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (syscall(SYS_capget, &hdr, data) != 0) return geteuid() == 0;
+    return data[cap / 32].effective & (1u << (cap % 32));
 }
 }  // namespace
 
+bool kernel_older_than(const std::string& release, int major, int minor) {
+    int maj = 0, min = 0;
+    if (sscanf(release.c_str(), "%d.%d", &maj, &min) != 2) return false;
+    return maj < major || (maj == major && min < minor);
+}
+
 bool check_privileges(std::string& error) {
-    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2]{};
-    if (syscall(SYS_capget, &hdr, data) == 0) {
-        constexpr int kSysAdmin = 21, kPerfmon = 38, kBpf = 39;
-        if (has_cap(data, kSysAdmin) || (has_cap(data, kBpf) && has_cap(data, kPerfmon))) return true;
-    } else if (geteuid() == 0) {
-        return true;
-    }
+    constexpr int kSysAdmin = 21, kPerfmon = 38, kBpf = 39;
+    if (has_effective(kSysAdmin) || (has_effective(kBpf) && has_effective(kPerfmon))) return true;
     error = "loading BPF programs needs root or CAP_BPF+CAP_PERFMON; run it with sudo "
             "(or: sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_dac_read_search+ep pybpfprof)";
     return false;
 }
 
 std::string memlock_problem(const std::string& release, bool cap_sys_resource, uint64_t hard_limit) {
-    int maj = 0, min = 0;
-    if (sscanf(release.c_str(), "%d.%d", &maj, &min) != 2 || maj > 5 || (maj == 5 && min >= 11)) return "";
+    if (!kernel_older_than(release, 5, 11)) return "";
     if (cap_sys_resource || hard_limit == RLIM_INFINITY) return "";
     const std::string limit = hard_limit >= (1u << 20) ? std::to_string(hard_limit >> 20) + " MiB"
                                                        : std::to_string(hard_limit >> 10) + " KiB";
@@ -43,13 +46,10 @@ std::string memlock_problem(const std::string& release, bool cap_sys_resource, u
 }
 
 std::string memlock_problem() {
-    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-    __user_cap_data_struct data[2]{};
     constexpr int kSysResource = 24;
-    const bool cap = syscall(SYS_capget, &hdr, data) == 0 ? has_cap(data, kSysResource) : geteuid() == 0;
     rlimit rl{};
     if (getrlimit(RLIMIT_MEMLOCK, &rl)) return "";
-    return memlock_problem(kernel_release(), cap, rl.rlim_max);
+    return memlock_problem(kernel_release(), has_effective(kSysResource), rl.rlim_max);
 }
 
 std::string kernel_release() {
@@ -70,8 +70,7 @@ bool check_kernel(const std::string& btf_path, std::string& error) {
 
 bool check_kernel(const std::string& release, const std::string& kernel_btf, const std::string& btf_path,
                   std::string& error) {
-    int maj = 0, min = 0;
-    if (sscanf(release.c_str(), "%d.%d", &maj, &min) == 2 && (maj < 5 || (maj == 5 && min < 8))) {
+    if (kernel_older_than(release, 5, 8)) {
         error = "kernel " + release + " is too old: pybpfprof needs Linux 5.8 or newer (BPF ring buffer); "
                 "upgrade the kernel";
         return false;

@@ -14,6 +14,8 @@ bool check_kernel(const std::string& btf_path, std::string& error);
 bool check_kernel(const std::string& release, const std::string& kernel_btf, const std::string& btf_path,
                   std::string& error);
 std::string kernel_release();
+// Whether `uname -r` release is older than major.minor; false when it cannot be read.
+bool kernel_older_than(const std::string& release, int major, int minor);
 // Why loading BPF may have been refused with EPERM although the capabilities are there: a
 // kernel before 5.11 charges BPF maps to RLIMIT_MEMLOCK, and raising it past the hard limit
 // needs CAP_SYS_RESOURCE. The cause and the fix, or "" when that is not it. The pure form
