@@ -179,13 +179,12 @@ static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
 	}
 }
 
-/* The sampled thread's state from a hint, or 0: the hint must come from the last walk that
- * left hints in this process and entry generation, begun after the last thread with this
- * fsbase was created, and its state must still hold the thread's fsbase. It need not be
- * active (3.12+): the hint was the one state with this thread_id, which a walk would take too
- * when none is active (a thread sampled while it waits for the GIL, or runs without it). */
-static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
-					      __u64 fsbase, __u64 *frame0, __u64 *interp)
+/* The last filling walk's hint for thread fsbase of process tgid, or 0: the hint must come from
+ * the last walk that left hints in this process and entry generation, begun after the last
+ * thread with this fsbase was created, and must name one state (two with one thread_id in that
+ * walk leave none). *walk_ns gets when that walk began. */
+static __always_inline __u64 tstate_hint_get(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase,
+					     __u64 *interp, __u64 *walk_ns)
 {
 	__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
 	if (!done)
@@ -199,15 +198,50 @@ static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struc
 		return 0;
 	__u64 ts = READ_ONCE(h->tstate);
 	barrier();
-	__u64 walk_ns = READ_ONCE(h->walk_ns), void_ns = READ_ONCE(h->void_ns);
+	__u64 hwalk_ns = READ_ONCE(h->walk_ns), void_ns = READ_ONCE(h->void_ns);
 	__u32 generation = READ_ONCE(h->generation);
 	__u64 hinterp = READ_ONCE(h->interp);
-	if (!ts || generation != proc->generation || walk_ns != done_ns || void_ns >= walk_ns)
+	if (!ts || generation != proc->generation || hwalk_ns != done_ns || void_ns >= hwalk_ns)
 		return 0;
-	if (rd_tstate(&proc->off, s, ts, frame0) != fsbase)
+	*interp = hinterp;
+	*walk_ns = hwalk_ns;
+	return ts;
+}
+
+/* The sampled thread's state from a hint, or 0: the hint (tstate_hint_get) must still hold the
+ * thread's fsbase. It need not be active (3.12+): the hint was the one state with this
+ * thread_id, which a walk would take too when none is active (a thread sampled while it waits
+ * for the GIL, or runs without it). */
+static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
+					      __u64 fsbase, __u64 *frame0, __u64 *interp)
+{
+	__u64 hinterp = 0, walk_ns = 0;
+	__u64 ts = tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns);
+	if (!ts || rd_tstate(&proc->off, s, ts, frame0) != fsbase)
 		return 0;
 	*interp = hinterp;
 	return ts;
+}
+
+/* A known thread state that is its thread's but not active (3.12+: the thread waits for the GIL,
+ * or runs without it) needs no walk when the process has one interpreter and a filling walk
+ * begun less than this long ago found it to be its thread's only state: a walk would find no
+ * other to take. What that misses: a thread that made itself a second state in the same
+ * interpreter since (PyThreadState_New and Swap, which the GIL-state API does not support) is
+ * seen under its first state's stack for at most this long. A process starting or entering a
+ * sub-interpreter has two, and is walked as before. Without it, a pool of 1000 threads taking
+ * turns at the GIL walked all 1000 states about once a burst (3.12: twice the 10-thread run's
+ * cost per sample, BENCHMARKS.md's threads table). */
+#define HINT_TRUST_NS 1000000000ULL
+
+static __always_inline int tstate_only_one(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase, __u64 ts,
+					   __u64 now)
+{
+	__u64 hinterp = 0, walk_ns = 0;
+	if (tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns) != ts || now - walk_ns >= HINT_TRUST_NS)
+		return 0;
+	__u64 head = rd_u64(proc->interp_head_addr);
+	return head && !rd_u64(head + proc->off.interp_next);
 }
 
 static long tstate_search_cb(__u32 i, void *ctx)
@@ -264,7 +298,8 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
 					return ce->tstate;
 				}
-				if (tstate_active(off, ce->tstate)) {
+				if (tstate_active(off, ce->tstate) ||
+				    (use_loop && tstate_only_one(proc, tgid, fsbase, ce->tstate, now))) {
 					ce->ts_ns = now; /* checked: trust it another NEG_TTL_NS */
 					stat_add(PBP_STAT_TSTATE_CACHE_HIT, 1);
 					return ce->tstate;
@@ -289,8 +324,8 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	 * bpf_loop: the bounded walk without it passes too few threads for hints to pay. */
 	int fill = 0;
 	__u64 *done = 0;
-	if (use_loop && !fallback && (!ce || ce->tstate)) {
-		ne.tstate = tstate_from_hint(proc, s, tgid, fsbase, frame0, &ne.interp);
+	if (use_loop && (!ce || ce->tstate)) {
+		ne.tstate = fallback ? 0 : tstate_from_hint(proc, s, tgid, fsbase, frame0, &ne.interp);
 		if (ne.tstate) {
 			*have_frame0 = 1;
 			*interp = ne.interp;
@@ -307,7 +342,9 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		 * entries expire) do not fill: they would find nothing new. Nor does a walk within
 		 * FILL_GAP_NS of the last filling one: a process starting threads by the hundred
 		 * (each new one seen before the next fill) costs plain walks, at most one fill per
-		 * gap. */
+		 * gap. A known state found not active (fallback) fills too: its walk goes to the
+		 * end anyway, finding no active state, and its hints let tstate_only_one spare the
+		 * next threads theirs. */
 		done = bpf_map_lookup_elem(&tstate_fills, &tgid);
 		fill = !done || now - READ_ONCE(*done) > FILL_GAP_NS;
 	}
