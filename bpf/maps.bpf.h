@@ -105,14 +105,20 @@ struct {
 	__type(value, struct tstate_hint);
 } tstate_hints SEC(".maps");
 
-/* Per process that has hints (host tgid): walk_ns of the last walk that finished leaving them.
- * Only its hints count: one walk sees every state with a thread_id, so it alone can tell an
- * ambiguous thread_id. Removed when the process exits. */
+/* Per process that has hints (host tgid): the last walk that finished leaving them. Only its
+ * hints count: one walk sees every state with a thread_id, so it alone can tell an ambiguous
+ * thread_id. Removed when the process exits. */
+struct tstate_fill {
+	__u64 walk_ns;  /* when it began (its hints' walk_ns) */
+	__u64 head;     /* the first interpreter's first thread state, when it began: a state made
+			 * since is pushed there (tstate_only_one) */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct tstate_fill);
 } tstate_fills SEC(".maps");
 
 struct {

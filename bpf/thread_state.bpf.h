@@ -186,10 +186,10 @@ static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
 static __always_inline __u64 tstate_hint_get(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase,
 					     __u64 *interp, __u64 *walk_ns)
 {
-	__u64 *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+	struct tstate_fill *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
 	if (!done)
 		return 0;
-	__u64 done_ns = READ_ONCE(*done);
+	__u64 done_ns = READ_ONCE(done->walk_ns);
 	struct tstate_hint_key k = {};
 	k.thread_id = fsbase;
 	k.tgid = tgid;
@@ -224,15 +224,15 @@ static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struc
 }
 
 /* A known thread state that is its thread's but not active (3.12+: the thread waits for the GIL,
- * or runs without it) needs no walk when the process has one interpreter and a filling walk
- * begun less than this long ago found it to be its thread's only state: a walk would find no
- * other to take. What that misses: a thread that made itself a second state in the same
- * interpreter since (PyThreadState_New and Swap, which the GIL-state API does not support) is
- * seen under its first state's stack for at most this long. A process starting or entering a
- * sub-interpreter has two, and is walked as before. Without it, a pool of 1000 threads taking
- * turns at the GIL walked all 1000 states about once a burst (3.12: twice the 10-thread run's
- * cost per sample, BENCHMARKS.md's threads table). */
-#define HINT_TRUST_NS 1000000000ULL
+ * or runs without it) needs no walk when a walk would find no other state of its thread to
+ * take: the process has one interpreter, the last filling walk found this state to be the
+ * thread's only one, and no state was made since (a new one is pushed at the head of its
+ * interpreter's list, which is still the one that walk began at). Without it, a pool of 1000
+ * threads taking turns at the GIL walked all 1000 states about once a burst (3.12: twice the
+ * 10-thread run's cost per sample, BENCHMARKS.md). A head freed and a new state made at its
+ * address would read as no change: HINT_TRUST_NS bounds how long that could go unseen; a
+ * process starting or entering a sub-interpreter has two, and is walked as before. */
+#define HINT_TRUST_NS 10000000000ULL
 
 static __always_inline int tstate_only_one(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase, __u64 ts,
 					   __u64 now)
@@ -240,8 +240,13 @@ static __always_inline int tstate_only_one(const struct pbp_proc *proc, __u32 tg
 	__u64 hinterp = 0, walk_ns = 0;
 	if (tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns) != ts || now - walk_ns >= HINT_TRUST_NS)
 		return 0;
-	__u64 head = rd_u64(proc->interp_head_addr);
-	return head && !rd_u64(head + proc->off.interp_next);
+	struct tstate_fill *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
+	if (!done)
+		return 0;
+	__u64 head = READ_ONCE(done->head);
+	__u64 interp = rd_u64(proc->interp_head_addr);
+	return interp && head && !rd_u64(interp + proc->off.interp_next) &&
+	       rd_u64(interp + proc->off.interp_threads_head) == head;
 }
 
 static long tstate_search_cb(__u32 i, void *ctx)
@@ -323,7 +328,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	/* A thread not known here yet: an earlier walk may have passed its state. Only with
 	 * bpf_loop: the bounded walk without it passes too few threads for hints to pay. */
 	int fill = 0;
-	__u64 *done = 0;
+	struct tstate_fill *done = 0;
 	if (use_loop && (!ce || ce->tstate)) {
 		ne.tstate = fallback ? 0 : tstate_from_hint(proc, s, tgid, fsbase, frame0, &ne.interp);
 		if (ne.tstate) {
@@ -346,7 +351,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		 * end anyway, finding no active state, and its hints let tstate_only_one spare the
 		 * next threads theirs. */
 		done = bpf_map_lookup_elem(&tstate_fills, &tgid);
-		fill = !done || now - READ_ONCE(*done) > FILL_GAP_NS;
+		fill = !done || now - READ_ONCE(done->walk_ns) > FILL_GAP_NS;
 	}
 
 	struct tstate_search w = {};
@@ -355,9 +360,9 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 	w.tgid = tgid;
 	w.generation = proc->generation;
 	if (fill) {
-		__u64 zero_ns = 0;
+		struct tstate_fill none = {};
 		/* made before the list is read, so that on_fork voids hints from now on */
-		bpf_map_update_elem(&tstate_fills, &tgid, &zero_ns, BPF_NOEXIST);
+		bpf_map_update_elem(&tstate_fills, &tgid, &none, BPF_NOEXIST);
 		w.walk_ns = now;
 	}
 	w.interp = rd_u64(proc->interp_head_addr);
@@ -366,6 +371,7 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 		return 0;
 	}
 	w.ts = rd_u64(w.interp + off->interp_threads_head);
+	const __u64 head = w.ts;
 	w.reason = PBP_ERR_THREAD_WALK_LIMIT;
 	stat_add(PBP_STAT_TSTATE_WALK, 1);
 	if (use_loop) {
@@ -374,8 +380,11 @@ static __always_inline __u64 find_tstate(const struct pbp_proc *proc, struct scr
 			/* the newest walk's hints win: a walk that began earlier and ends later
 			 * has had its hints overwritten by the newer one */
 			done = bpf_map_lookup_elem(&tstate_fills, &tgid);
-			if (done && *done < now)
-				*done = now;
+			if (done && READ_ONCE(done->walk_ns) < now) {
+				WRITE_ONCE(done->head, head);
+				barrier();
+				WRITE_ONCE(done->walk_ns, now);
+			}
 		}
 	} else {
 		for (int i = 0; i < PBP_MAX_THREAD_WALK_NO_LOOP; i++)
