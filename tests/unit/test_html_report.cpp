@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "export/common.h"
 #include "export/exporter.h"
 #include "export/html_report.h"
 #include "engine/profile.h"
@@ -334,6 +335,52 @@ TEST(HtmlReport, RawDownloadIsTheSpeedscopeJson) {
     b64 = b64.substr(b64.find('>') + 1);
     std::ostringstream want;
     make_exporter("speedscope")->write(p, {}, want);
+    EXPECT_EQ(gunzip(unbase64(b64)), want.str());
+}
+
+// The report's embedded speedscope JSON is compressed as it is written (GzipStream), never
+// held whole: a document many times the stream's 64 KiB buffer, written in pieces of every
+// size that fall across its boundaries, inflates back to itself, byte for byte.
+TEST(GzipStream, ADocumentWrittenInPiecesInflatesToItself) {
+    std::mt19937 rng(7);
+    std::string doc;
+    std::ostringstream packed;
+    GzipStream gz(packed);
+    EXPECT_EQ(gz.bytes_in(), 0u);
+    for (int i = 0; doc.size() < 3 * 1024 * 1024; i++) {
+        std::string piece;
+        switch (i % 4) {
+            case 0: piece = std::string(1, static_cast<char>('a' + rng() % 26)); gz.put(piece[0]); break;
+            case 1: piece = "[" + std::to_string(rng()) + ",1.001001]"; gz << piece; break;
+            case 2: piece.assign(70000 + rng() % 5000, static_cast<char>(rng())); gz.write(piece.data(), piece.size()); break;
+            default: for (int k = 0; k < 300; k++) piece += static_cast<char>(rng()); gz << piece; break;
+        }
+        doc += piece;
+    }
+    EXPECT_TRUE(gz.good());
+    EXPECT_EQ(gz.bytes_in(), doc.size());
+    gz.finish();
+    EXPECT_LT(packed.str().size(), doc.size());
+    EXPECT_EQ(gunzip(packed.str()), doc);
+    EXPECT_EQ(gunzip(gzip(doc)), doc);
+    // Nothing written: still a whole gzip member, of nothing.
+    std::ostringstream empty;
+    GzipStream none(empty);
+    none.finish();
+    EXPECT_EQ(gunzip(empty.str()), "");
+}
+
+// ... and what the report embeds of a profile whose JSON is megabytes long is that JSON.
+TEST(HtmlReport, RawDownloadOfALargeRunIsItsSpeedscopeJson) {
+    Profile p = test::synthetic_profile(4, 600, 99);
+    std::ostringstream want;
+    make_exporter("speedscope")->write(p, {}, want);
+    ASSERT_GT(want.str().size(), 1000000u);
+    std::string html = render_html_report(p);
+    std::string b64 = between(html, "id=\"pbp-raw\" data-encoding=\"gzip+base64\"", "</script>");
+    ASSERT_FALSE(b64.empty()) << "not embedded";
+    EXPECT_NE(b64.find("data-bytes=\"" + std::to_string(want.str().size()) + "\""), std::string::npos);
+    b64 = b64.substr(b64.find('>') + 1);
     EXPECT_EQ(gunzip(unbase64(b64)), want.str());
 }
 

@@ -4,27 +4,82 @@
 
 #include <cstdio>
 #include <ctime>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_set>
 
 namespace pbp {
 
+class GzipStream::Buf : public std::streambuf {
+public:
+    explicit Buf(std::ostream& out) : out_(out) {
+        if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+            failed_ = true;
+        setp(in_, in_ + sizeof in_);
+    }
+    ~Buf() override { deflateEnd(&zs_); }
+    uint64_t bytes_in() const { return total_ + static_cast<uint64_t>(pptr() - pbase()); }
+    void finish() {
+        if (!failed_ && !finished_) deflate_put(Z_FINISH);
+        finished_ = true;
+        if (failed_) throw std::runtime_error("gzip: compression failed");
+    }
+
+protected:
+    int_type overflow(int_type c) override {
+        if (failed_ || finished_ || !deflate_put(Z_NO_FLUSH)) return traits_type::eof();
+        if (!traits_type::eq_int_type(c, traits_type::eof())) {
+            *pptr() = traits_type::to_char_type(c);
+            pbump(1);
+        }
+        return traits_type::not_eof(c);
+    }
+    int sync() override { return failed_ ? -1 : 0; }
+
+private:
+    // Compresses the put area to out_ and empties it; with Z_FINISH, ends the gzip member.
+    bool deflate_put(int flush) {
+        const size_t n = static_cast<size_t>(pptr() - pbase());
+        total_ += n;
+        zs_.next_in = reinterpret_cast<Bytef*>(pbase());
+        zs_.avail_in = static_cast<uInt>(n);
+        int rc;
+        do {
+            zs_.next_out = reinterpret_cast<Bytef*>(packed_);
+            zs_.avail_out = sizeof packed_;
+            rc = deflate(&zs_, flush);
+            if (rc == Z_STREAM_ERROR) {
+                failed_ = true;
+                return false;
+            }
+            out_.write(packed_, static_cast<std::streamsize>(sizeof packed_ - zs_.avail_out));
+        } while (zs_.avail_out == 0);
+        if (flush == Z_FINISH && rc != Z_STREAM_END) failed_ = true;
+        setp(in_, in_ + sizeof in_);
+        return !failed_;
+    }
+
+    std::ostream& out_;
+    z_stream zs_{};
+    char in_[64 * 1024];
+    char packed_[64 * 1024];
+    uint64_t total_ = 0;
+    bool failed_ = false, finished_ = false;
+};
+
+GzipStream::GzipStream(std::ostream& out) : std::ostream(nullptr), buf_(std::make_unique<Buf>(out)) {
+    rdbuf(buf_.get());
+}
+GzipStream::~GzipStream() = default;
+void GzipStream::finish() { buf_->finish(); }
+uint64_t GzipStream::bytes_in() const { return buf_->bytes_in(); }
+
 std::string gzip(std::string_view data) {
-    z_stream zs{};
-    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-        throw std::runtime_error("gzip: deflateInit2 failed");
-    std::string out;
-    out.resize(deflateBound(&zs, data.size()) + 64);
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs.avail_in = static_cast<uInt>(data.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    int rc = deflate(&zs, Z_FINISH);
-    size_t n = zs.total_out;
-    deflateEnd(&zs);
-    if (rc != Z_STREAM_END) throw std::runtime_error("gzip: compression failed");
-    out.resize(n);
-    return out;
+    std::ostringstream out;
+    GzipStream gz(out);
+    gz.write(data.data(), static_cast<std::streamsize>(data.size()));
+    gz.finish();
+    return std::move(out).str();
 }
 
 uint64_t sampling_period_ns(const RunInfo& run) {

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -17,6 +19,22 @@ namespace pbp {
 // gzip (RFC 1952) of data at zlib's default level, as a .pb.gz is; throws
 // std::runtime_error when zlib fails.
 std::string gzip(std::string_view data);
+// An output stream that gzips what is written to it (RFC 1952, zlib's default level) as it
+// comes, 64 KiB at a time, writing the compressed bytes to out: a large document is never held
+// whole (the .pbp file; the HTML report's embedded speedscope JSON, 28 MB after a 1-hour run at
+// 999 Hz, BENCHMARKS.md). finish() ends the gzip member; it throws std::runtime_error when
+// zlib failed. Errors writing to out are out's to report (its state), as for any stream.
+class GzipStream : public std::ostream {
+public:
+    explicit GzipStream(std::ostream& out);
+    ~GzipStream() override;
+    void finish();
+    uint64_t bytes_in() const;  // written so far, before compression
+
+private:
+    class Buf;
+    std::unique_ptr<Buf> buf_;
+};
 // Standard base64 (RFC 4648, with padding).
 std::string base64(std::string_view in);
 

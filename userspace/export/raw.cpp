@@ -9,7 +9,6 @@
 // Exactness: every integer is written in full (JSON numbers up to 2^64 - 1); a string that
 // is not valid UTF-8 (a command line or thread name is any bytes) is {"base64": "..."}; a
 // map whose keys are not all valid UTF-8 is an array of [key, value] pairs.
-#include <zlib.h>
 
 #include <charconv>
 #include <cmath>
@@ -387,38 +386,6 @@ void write_json(const Profile& p, Writer& w) {
     w.raw("}\n");
 }
 
-// gzip (RFC 1952) at zlib's default level, written to out as it is made.
-class GzipStream {
-public:
-    explicit GzipStream(std::ostream& out) : out_(out) {
-        if (deflateInit2(&zs_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-            throw std::runtime_error("gzip: deflateInit2 failed");
-    }
-    ~GzipStream() { deflateEnd(&zs_); }
-    GzipStream(const GzipStream&) = delete;
-    GzipStream& operator=(const GzipStream&) = delete;
-    void write(std::string_view data) { deflate_all(data, Z_NO_FLUSH); }
-    void finish() { deflate_all({}, Z_FINISH); }
-
-private:
-    void deflate_all(std::string_view data, int flush) {
-        zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-        zs_.avail_in = static_cast<uInt>(data.size());
-        int rc;
-        do {
-            zs_.next_out = reinterpret_cast<Bytef*>(buf_);
-            zs_.avail_out = sizeof buf_;
-            rc = deflate(&zs_, flush);
-            if (rc == Z_STREAM_ERROR) throw std::runtime_error("gzip: compression failed");
-            out_.write(buf_, static_cast<std::streamsize>(sizeof buf_ - zs_.avail_out));
-        } while (zs_.avail_out == 0);
-        if (flush == Z_FINISH && rc != Z_STREAM_END) throw std::runtime_error("gzip: compression did not finish");
-    }
-    std::ostream& out_;
-    z_stream zs_{};
-    char buf_[1 << 16];
-};
-
 }  // namespace
 
 std::string raw_json(const Profile& p) {
@@ -430,9 +397,9 @@ std::string raw_json(const Profile& p) {
 void write_raw(const Profile& p, std::ostream& out) {
     GzipStream gz(out);
     Writer w;
-    w.sink = [&gz](std::string_view piece) { gz.write(piece); };
+    w.sink = [&gz](std::string_view piece) { gz.write(piece.data(), static_cast<std::streamsize>(piece.size())); };
     write_json(p, w);
-    gz.write(w.text);
+    gz.write(w.text.data(), static_cast<std::streamsize>(w.text.size()));
     gz.finish();
 }
 
