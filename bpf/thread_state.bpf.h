@@ -182,14 +182,14 @@ static __always_inline void tstate_new_thread(__u32 tgid, __u64 fsbase)
 /* The last filling walk's hint for thread fsbase of process tgid, or 0: the hint must come from
  * the last walk that left hints in this process and entry generation, begun after the last
  * thread with this fsbase was created, and must name one state (two with one thread_id in that
- * walk leave none). *walk_ns gets when that walk began. */
+ * walk leave none). *walk_ns gets when that walk began, *head the list head it began at. */
 static __always_inline __u64 tstate_hint_get(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase,
-					     __u64 *interp, __u64 *walk_ns)
+					     __u64 *interp, __u64 *walk_ns, __u64 *head)
 {
 	struct tstate_fill *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
 	if (!done)
 		return 0;
-	__u64 done_ns = READ_ONCE(done->walk_ns);
+	__u64 done_ns = READ_ONCE(done->walk_ns), done_head = READ_ONCE(done->head);
 	struct tstate_hint_key k = {};
 	k.thread_id = fsbase;
 	k.tgid = tgid;
@@ -205,6 +205,7 @@ static __always_inline __u64 tstate_hint_get(const struct pbp_proc *proc, __u32 
 		return 0;
 	*interp = hinterp;
 	*walk_ns = hwalk_ns;
+	*head = done_head;
 	return ts;
 }
 
@@ -215,8 +216,8 @@ static __always_inline __u64 tstate_hint_get(const struct pbp_proc *proc, __u32 
 static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struct scratch *s, __u32 tgid,
 					      __u64 fsbase, __u64 *frame0, __u64 *interp)
 {
-	__u64 hinterp = 0, walk_ns = 0;
-	__u64 ts = tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns);
+	__u64 hinterp = 0, walk_ns = 0, head = 0;
+	__u64 ts = tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns, &head);
 	if (!ts || rd_tstate(&proc->off, s, ts, frame0) != fsbase)
 		return 0;
 	*interp = hinterp;
@@ -237,13 +238,9 @@ static __always_inline __u64 tstate_from_hint(const struct pbp_proc *proc, struc
 static __always_inline int tstate_only_one(const struct pbp_proc *proc, __u32 tgid, __u64 fsbase, __u64 ts,
 					   __u64 now)
 {
-	__u64 hinterp = 0, walk_ns = 0;
-	if (tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns) != ts || now - walk_ns >= HINT_TRUST_NS)
+	__u64 hinterp = 0, walk_ns = 0, head = 0;
+	if (tstate_hint_get(proc, tgid, fsbase, &hinterp, &walk_ns, &head) != ts || now - walk_ns >= HINT_TRUST_NS)
 		return 0;
-	struct tstate_fill *done = bpf_map_lookup_elem(&tstate_fills, &tgid);
-	if (!done)
-		return 0;
-	__u64 head = READ_ONCE(done->head);
 	__u64 interp = rd_u64(proc->interp_head_addr);
 	return interp && head && !rd_u64(interp + proc->off.interp_next) &&
 	       rd_u64(interp + proc->off.interp_threads_head) == head;
