@@ -2,7 +2,7 @@
 # `uname -p` through subprocess (fork, then exec at once), 3 multiprocessing children
 # started by "spawn" (fork, exec of Python again) and 2 by "fork" (no exec: Python goes on
 # in the child). Each child spends about 150 ms of CPU in a function named for how it was
-# started. Prints "spawned PID" and "forked PID" for each child.
+# started. Prints "uname PID", "spawned PID" and "forked PID" for each child.
 import multiprocessing as mp
 import subprocess
 import sys
@@ -25,7 +25,10 @@ def forked_child_busy():
 
 if __name__ == "__main__":
     for _ in range(40):
-        subprocess.run(["uname", "-p"], stdout=subprocess.DEVNULL, check=True)
+        p = subprocess.Popen(["uname", "-p"], stdout=subprocess.DEVNULL)
+        if p.wait() != 0:
+            sys.exit(1)
+        print("uname", p.pid, flush=True)
     for method, target, word in (("spawn", spawned_child_busy, "spawned"), ("fork", forked_child_busy, "forked")):
         ctx = mp.get_context(method)
         children = [ctx.Process(target=target) for _ in range(3 if method == "spawn" else 2)]

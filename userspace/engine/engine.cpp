@@ -36,6 +36,10 @@ namespace {
 
 // Discovery retry schedule after an exec/fork, in ms since the event: dense at first
 // (shared-libpython builds map libpython within a few ms), then sparse.
+// A child found at its fork is announced once it has run Python for itself: sampled with a
+// Python stack kForkRunsPythonNs or more after it was found, or still its parent's program
+// kForkSettledNs after (Session::unannounced_).
+constexpr uint64_t kForkRunsPythonNs = 50'000'000, kForkSettledNs = 200'000'000;
 constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 1000, 2000};
 
 // A session's rate: its own, or the engine's.
@@ -601,7 +605,8 @@ void Engine::announce_settled_forks(uint64_t now) {
     for (auto& s : sessions_) {
         std::vector<EngineEvent> settled;
         for (auto& [pid, u] : s->unannounced_)
-            if (now - u.found_ns >= 200000000ULL && procfs::exe(pid) == u.exe) settled.push_back(u.event);
+            // (now, read before this poll's registrations, can be older than found_ns.)
+            if (now >= u.found_ns + kForkSettledNs && procfs::exe(pid) == u.exe) settled.push_back(u.event);
         for (auto& e : settled) announce(*s, e);
     }
 }
@@ -723,9 +728,13 @@ void Engine::on_sample(const pbp_event& e) {
     for (Session* s : it->second) {
         if (e.stack_id && !s->unannounced_.empty()) {
             // (Not once it has exec'd, which the exec record queued behind this sample will
-            // say: its name would be the new program's. The samples count either way.)
-            if (auto u = s->unannounced_.find(it->first);
-                u != s->unannounced_.end() && procfs::exe(it->first) == u->second.exe)
+            // say: its name would be the new program's. Nor in its first kForkRunsPythonNs:
+            // a child of subprocess sampled between its fork and its exec has its parent's
+            // stack, and this sample can be drained before the exec. The samples count
+            // either way.)
+            if (auto u = s->unannounced_.find(it->first); u != s->unannounced_.end() &&
+                                                          e.ts_ns >= u->second.found_ns + kForkRunsPythonNs &&
+                                                          procfs::exe(it->first) == u->second.exe)
                 announce(*s, u->second.event);
         }
         uint32_t stack_here = s->cfg_.async_tasks ? task_stack : stack;

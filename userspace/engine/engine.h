@@ -208,8 +208,8 @@ private:
     std::set<uint32_t> retired_;
     // Announced once per PID (an exec into Python again is not news). A child found at its
     // fork is only a copy of its parent until it runs Python or execs: its TargetAdded waits
-    // for its first Python stack or for 200 ms without an exec (unannounced_), and an exec
-    // first drops it.
+    // for a Python stack sampled 50 ms or more after it was found, or for 200 ms without an
+    // exec (unannounced_), and an exec first drops it.
     std::set<pid_t> announced_;
     struct Unannounced {
         EngineEvent event;
