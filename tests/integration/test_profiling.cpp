@@ -535,6 +535,14 @@ TEST_F(BadInput, Python2IsRefusedAsPython2) {
     expect_one_line_error(r, 2, "Python 2 is not supported");
     EXPECT_NE(r.err.find("pybpfprof profiles CPython 3.6 and newer"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("CPython 2.7"), std::string::npos) << r.err;
+    // Launched: the run that found no CPython says why the one it found was refused (before:
+    // only "no CPython process was found in the launched command").
+    auto l = run({pybpfprof_bin(), "-d", "1", "-o", dir + "/l.json", "--", py2, "-c", "import time; time.sleep(3)"});
+    expect_one_line_error(l, 2, "no CPython process was found in the launched command");
+    EXPECT_TRUE(std::regex_search(l.err, std::regex(R"(\(PID \d+ \(python2\.7\): Python 2 is not supported)")))
+        << l.err;
+    EXPECT_NE(l.err.find("; nothing was written"), std::string::npos) << l.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/l.json"));
 }
 
 TEST_F(BadInput, ZombieIsCalledAZombie) {

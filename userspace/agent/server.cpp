@@ -585,6 +585,7 @@ void Server::finish_session(Conn& c, std::string reason) {  // by value: it may 
     if (!c.session) return;
     c.facts.targets_ever = c.session->targets_ever();
     c.facts.exited_early = c.session->exited_early();
+    c.facts.first_refusal = c.session->first_refusal();
     c.final_samples = c.session->sample_count();
     c.final_processes = c.session->targets_ever();
     c.finished = engine_->stop(c.session);

@@ -75,7 +75,8 @@ int run_record(const Options& o) {
         if (tty && !g_stop_signal) status_line(o, start, s->sample_count(), s->targets_ever(), engine->lost(), false);
     }
     if (tty) status_line(o, start, s->sample_count(), s->targets_ever(), engine->lost(), true);
-    RunFacts facts{s->targets_ever(), s->launched(), o.all_python, !o.cgroups.empty(), s->exited_early()};
+    RunFacts facts{s->targets_ever(), s->launched(), o.all_python, !o.cgroups.empty(), s->exited_early(),
+                   s->first_refusal()};
     Profile profile = engine->stop(s);
     const RunOutcome outcome = run_outcome(profile, facts, engine->bpf_stats(), engine->config().knobs.debug);
     const ExportOptions options{o.group_by};

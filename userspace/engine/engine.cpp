@@ -846,6 +846,11 @@ void Engine::run_pending() {
             case Discovery::NotYet:
                 done = ++p.attempt >= std::size(kRetryMs);
                 break;
+            case Discovery::Unsupported:  // Python 2, a CPython too old or new, memory not readable
+                for (Session* s : p.for_sessions)
+                    if (s->first_refusal_.empty())
+                        s->first_refusal_ = "PID " + std::to_string(pid) + " (" + procfs::comm(pid) + "): " + r.reason;
+                break;
             default:
                 break;
         }

@@ -178,6 +178,9 @@ public:
     size_t targets_ever() const { return announced_.size(); }
     // --pid targets that exited during the run (their samples are kept).
     const std::set<pid_t>& exited_early() const { return exited_early_; }
+    // Why the first process it found but could not profile was refused ("PID 12 (python):
+    // Python 2 is not supported (...)"), or "": what a run that found no CPython says.
+    const std::string& first_refusal() const { return first_refusal_; }
 
     bool launched() const { return launched_pid_ > 0; }
     // Bytes this session's samples hold (for the agent's per-session memory limit).
@@ -217,6 +220,7 @@ private:
         uint64_t found_ns = 0;
     };
     std::map<pid_t, Unannounced> unannounced_;
+    std::string first_refusal_;
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
     // out for not holding the GIL, by state (RunInfo::gil_*).
     std::map<uint32_t, std::string> gil_unknown_;

@@ -23,8 +23,8 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
                           (facts.launched ? std::string("in the launched command")
                            : facts.cgroups ? "in " + run.target
                                            : "on this machine") +
-                          " during the " + std::to_string(static_cast<int>(o.duration_s + 0.5)) +
-                          " s run; nothing was written";
+                          " during the " + std::to_string(static_cast<int>(o.duration_s + 0.5)) + " s run" +
+                          (facts.first_refusal.empty() ? "" : " (" + facts.first_refusal + ")") + "; nothing was written";
         return o;
     }
     const std::string line = summary_line(profile, "");

@@ -25,6 +25,8 @@ struct RunFacts {
     bool all_python = false;   // --all-python (idle processes are not worth a note)
     bool cgroups = false;      // --cgroup
     std::set<pid_t> exited_early;
+    // Why the first process found but not profiled was refused (Session::first_refusal), or "".
+    std::string first_refusal;
 };
 
 struct RunOutcome {
