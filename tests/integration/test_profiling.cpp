@@ -1,6 +1,7 @@
 // End-to-end: the real BPF program profiling real CPython processes (needs root).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -415,6 +416,54 @@ TEST_F(BadInput, NonPythonPid) {
     usleep(200000);
     auto r = run({pybpfprof_bin(), "--pid", std::to_string(sleeper.pid()), "-d", "1", "-o", dir + "/x.json"});
     expect_one_line_error(r, 2, "is not a CPython process");
+}
+
+// A full disk under -o - (stdout redirected to a file there) and under --report: neither loses
+// the samples. Each goes to a fallback file named on stderr, the old report is left byte for
+// byte, and no "Wrote standard output" follows the error (before: the profile sent to stdout
+// was lost, and the report had no fallback).
+TEST_F(BadInput, FullDiskUnderStandardOutputAndTheReportFallsBack) {
+    const std::string mnt = dir + "/full";
+    std::filesystem::create_directories(mnt);
+    ASSERT_EQ(mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k,mode=0755"), 0) << strerror(errno);
+    struct Unmount {
+        std::string at;
+        ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+    } unmount{mnt};
+    const std::string old_report = "<!DOCTYPE html><p>the report of an earlier run</p>\n";
+    { std::ofstream(mnt + "/r.html") << old_report; }
+    {  // fill what is left
+        std::ofstream filler(mnt + "/filler");
+        const std::string block(4096, 'x');
+        while (filler << block && filler.flush()) {}
+    }
+    const std::string cmd = pybpfprof_bin() + " -q -r 499 -o - --report " + mnt + "/r.html -- " + host_python().argv[0] +
+                            " " + workload("cpu_split.py") + " 1 > " + mnt + "/out.json";
+    auto r = run({"sh", "-c", cmd}, 120);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err.find("Wrote standard output"), std::string::npos) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m,
+                                  std::regex(R"(cannot write the profile to standard output \(No space left on device\); the samples were saved to (\S+\.json) instead)")))
+        << r.err;
+    const std::string profile_fallback = m[1];
+    auto p = read_speedscope(profile_fallback);
+    EXPECT_GT(p.count([](auto& s) { return has_frame(s, "Splitter.hot_seventy"); }), 100u);
+    EXPECT_NE(r.err.find("Wrote " + profile_fallback + ": "), std::string::npos) << r.err;
+    ASSERT_TRUE(std::regex_search(r.err, m,
+                                  std::regex("cannot write the report " + mnt +
+                                             R"(/r\.html \(No space left on device\); the samples were saved to (\S+\.html) instead)")))
+        << r.err;
+    const std::string report_fallback = m[1];
+    const std::string html = read_file(report_fallback);
+    EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+    EXPECT_NE(html.find("hot_seventy"), std::string::npos) << "the report holds the run";
+    EXPECT_NE(r.err.find("  report " + report_fallback + ": "), std::string::npos) << r.err;
+    EXPECT_EQ(read_file(mnt + "/r.html"), old_report) << "the old report is left as it was";
+    for (auto& e : std::filesystem::directory_iterator(mnt))
+        EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    std::filesystem::remove(profile_fallback);
+    std::filesystem::remove(report_fallback);
 }
 
 TEST_F(BadInput, MissingPid) {

@@ -79,6 +79,44 @@ bool report_path_ok(const std::string& report) {
            !(stat(report.c_str(), &st) == 0 && S_ISDIR(st.st_mode));
 }
 
+namespace {
+
+// Writes fill to path ("-": standard output), or else to a fallback file in tmpdir, named on
+// stderr: samples are never lost. what: "the report", or "" for the profile (named by its path;
+// "the profile to standard output"). written gets where it went ("standard output", path or the
+// fallback); false when it could not go where it was asked to (or nowhere: written is then
+// empty).
+bool write_or_fallback(const std::string& what, const std::string& path, const std::string& extension,
+                       const Fill& fill, const std::string& tmpdir, std::string& written) {
+    std::string error;
+    if (path == "-") {
+        fill(std::cout);
+        std::cout.flush();
+        written = "standard output";
+        if (std::cout) return true;
+        error = strerror(errno);
+    } else {
+        written = path;
+        if (write_file_atomically(path, fill, error)) return true;
+    }
+    const std::string where = path == "-"      ? (what.empty() ? "the profile" : what) + " to standard output"
+                              : what.empty() ? path
+                                             : what + " " + path;
+    std::string fallback = tmpdir + "/pybpfprof-fallback-" + timestamp_for_name() + "-" + std::to_string(getpid()) +
+                           "." + extension, e2;
+    if (!write_file_atomically(fallback, fill, e2)) {
+        err("cannot write " + where + " (" + error + ") nor the fallback " + fallback + " (" + e2 +
+            "); free some space or choose another path");
+        written.clear();
+        return false;
+    }
+    err("cannot write " + where + " (" + error + "); the samples were saved to " + fallback + " instead");
+    written = fallback;
+    return false;
+}
+
+}  // namespace
+
 int finish(const Options& o, const RunOutcome& outcome, const Exporter& ex, const std::string& out_path,
            const Fill& fill, const Fill& fill_report, const std::string& tmpdir) {
     if (!outcome.nothing_found.empty()) {
@@ -86,42 +124,19 @@ int finish(const Options& o, const RunOutcome& outcome, const Exporter& ex, cons
         return kExitBadInput;
     }
     int code = kExitOk;
-    std::string error, written = out_path;
-    const bool to_stdout = out_path == "-";
-    if (to_stdout) {
-        fill(std::cout);
-        std::cout.flush();
-        written = "standard output";
-        if (!std::cout) {
-            err("cannot write the profile to standard output (" + std::string(strerror(errno)) + ")");
-            code = kExitError;
-        }
-    } else if (!write_file_atomically(out_path, fill, error)) {
-        std::string fallback = tmpdir + "/pybpfprof-fallback-" + timestamp_for_name() + "-" +
-                               std::to_string(getpid()) + "." + ex.extension();
-        std::string e2;
-        if (!write_file_atomically(fallback, fill, e2)) {
-            err("cannot write " + out_path + " (" + error + ") nor the fallback " + fallback + " (" + e2 +
-                "); free some space or choose another -o path");
-            return kExitError;
-        }
-        err("cannot write " + out_path + " (" + error + "); the samples were saved to " + fallback + " instead");
-        written = fallback;
+    std::string written;
+    if (!write_or_fallback("", out_path, ex.extension(), fill, tmpdir, written)) {
+        if (written.empty()) return kExitError;
         code = kExitError;
     }
-    bool report_written = false;
-    if (!o.report.empty()) {
-        if (write_file_atomically(o.report, fill_report, error))
-            report_written = true;
-        else {
-            err("cannot write the report " + o.report + " (" + error + ")");
-            if (!code) code = kExitError;
-        }
-    }
+    std::string report_written;
+    if (!o.report.empty() && !write_or_fallback("the report", o.report, "html", fill_report, tmpdir, report_written))
+        code = kExitError;
     std::cerr << outcome.text(written);
     if (!outcome.exited_early.empty() && !code) code = kExitTargetExited;
-    if (!to_stdout) std::cerr << "  " << ex.how_to_open(written) << "\n";
-    if (report_written) std::cerr << "  report " << o.report << ": " << html_report_how_to_open(o.report) << "\n";
+    if (written != "standard output") std::cerr << "  " << ex.how_to_open(written) << "\n";
+    if (!report_written.empty())
+        std::cerr << "  report " << report_written << ": " << html_report_how_to_open(report_written) << "\n";
     if (!o.no_summary) std::cerr << outcome.top;
     return code;
 }
