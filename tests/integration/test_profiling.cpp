@@ -546,6 +546,17 @@ TEST_F(BadInput, DashOutputIsStandardOutput) {
     }
     EXPECT_GT(n, 0u);
     EXPECT_FALSE(std::filesystem::exists("-")) << "no file named -";
+    // A launched command's own standard output goes to standard error: standard output holds
+    // the profile alone (before: the command's lines came first, and the JSON did not parse).
+    auto l = run({pybpfprof_bin(), "-q", "--no-summary", "-r", "499", "-o", "-", "--", host_python().argv[0], "-c",
+                  "import time\nprint('HELLO-' + 'FROM-THE-COMMAND', flush=True)\nend = time.time() + 1\n"
+                  "while time.time() < end: pass\n"});
+    EXPECT_EQ(l.status, 0) << l.err;
+    EXPECT_NE(l.err.find("HELLO-FROM-THE-COMMAND"), std::string::npos) << l.err;
+    EXPECT_EQ(l.out.find("HELLO-FROM-THE-COMMAND"), std::string::npos) << l.out.substr(0, 200);
+    auto j = nlohmann::json::parse(l.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << l.out.substr(0, 200);
+    EXPECT_EQ(j.value("$schema", ""), "https://www.speedscope.app/file-format-schema.json");
 }
 
 // A command that never runs Python: exit 2, and no empty file left behind.

@@ -123,6 +123,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     Launcher launcher;
     if (!o.command.empty()) {
         // Forked here, as this user, and held before exec until the agent follows it.
+        CommandStdoutToStderr redirect(out_path == "-");
         if (!launcher.start(o.command, error)) return err("cannot start " + o.command[0] + ": " + error), kExitError;
         s.launched_pid = launcher.pid();
         s.command = o.command;

@@ -139,7 +139,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                  "Put each sample of a thread running an asyncio task under the task and the tasks awaiting it "
                  "(<task main> -> <task fetch-1> -> its coroutine frames); CPython 3.14+, see docs/asyncio.md");
     app.add_option("-o,--output", o.output,
-                   "Output file, or - for standard output (default: pybpfprof-<target>-<timestamp>.<ext>)");
+                   "Output file, or - for standard output (a launched command's own output then goes to standard "
+                   "error) (default: pybpfprof-<target>-<timestamp>.<ext>)");
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
     std::string format;

@@ -1,5 +1,6 @@
 #include "cli/outputs.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,6 +70,23 @@ bool resolve_output(const Options& o, const Exporter& ex, std::string& path, std
         return false;
     }
     return true;
+}
+
+CommandStdoutToStderr::CommandStdoutToStderr(bool on) {
+    if (!on) return;
+    std::cout.flush();
+    saved_ = fcntl(1, F_DUPFD_CLOEXEC, 3);  // close-on-exec: the command does not get it
+    if (saved_ >= 0 && dup2(2, 1) < 0) {
+        close(saved_);
+        saved_ = -1;
+    }
+}
+
+void CommandStdoutToStderr::undo() {
+    if (saved_ < 0) return;
+    dup2(saved_, 1);
+    close(saved_);
+    saved_ = -1;
 }
 
 bool report_path_ok(const std::string& report) {

@@ -18,6 +18,21 @@ bool resolve_output(const Options& o, const Exporter& ex, std::string& path, std
 // --report's directory exists and is writable, and the name is not a directory.
 bool report_path_ok(const std::string& report);
 
+// -o - with a launched command: the command's standard output goes to standard error, so that
+// standard output holds the profile alone. Made before the command is forked (its fd 1 is then
+// pybpfprof's fd 2), undone once it is (pybpfprof's own fd 1 is the caller's again).
+class CommandStdoutToStderr {
+public:
+    explicit CommandStdoutToStderr(bool on);
+    void undo();
+    ~CommandStdoutToStderr() { undo(); }
+    CommandStdoutToStderr(const CommandStdoutToStderr&) = delete;
+    CommandStdoutToStderr& operator=(const CommandStdoutToStderr&) = delete;
+
+private:
+    int saved_ = -1;
+};
+
 using Fill = std::function<void(std::ostream&)>;
 // Writes the profile (fill) to out_path ("-": standard output) and the report (fill_report,
 // when --report), then prints the outcome's lines, how to open the files and the top

@@ -63,7 +63,9 @@ int run_record(const Options& o) {
     install_signals();
     const bool tty = isatty(2) && !o.quiet;
     Printer printer(o, tty);
+    CommandStdoutToStderr redirect(out_path == "-" && !o.command.empty());
     Session* s = engine->subscribe(sc, printer, st);
+    redirect.undo();
     if (!s) return err(st.message), exit_code(st);
     const uint64_t start = mono_ns();
     while (!s->done() && !g_stop_signal) {
