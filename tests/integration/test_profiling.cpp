@@ -526,6 +526,19 @@ TEST_F(BadInput, NumberErrorsAreOneLineSentences) {
         EXPECT_EQ(r.err.find("1797693"), std::string::npos) << r.err;
     }
     expect_one_line_error(run({pybpfprof_bin(), "-a", "-o", dir + "/x.svgz"}), 2, "cannot tell the output format");
+    // The agent's numbers too (before: CLI11's "Value -1 not in range 0.000000 to 2678400.000000").
+    for (auto [opt, value, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"--max-duration", "-1", "must be a number of seconds from 0 (no limit) to 2678400 (31 days) (got '-1')"},
+             {"--idle-timeout", "0", "must be a number of seconds from 1 to 86400 (got '0')"},
+             {"--max-connections-per-user", "abc", "must be a whole number of connections from 1 to 100000 (got 'abc')"},
+             {"--max-sessions-per-user", "2.5", "must be a whole number of sessions from 1 to 1000 (got '2.5')"},
+             {"--max-session-mb", "0", "must be a number of MiB from 0.01 to 1048576 (got '0')"}}) {
+        auto r = run({pybpfprof_bin(), "agent", "--socket", dir + "/never.sock", opt, value});
+        expect_one_line_error(r, 2, says);
+        EXPECT_NE(r.err.find(opt), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("not in range"), std::string::npos) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir + "/never.sock"));
+    }
 }
 
 // -o - writes the profile to standard output, and only it: messages stay on stderr.

@@ -6,15 +6,37 @@
 #include "agent/protocol.h"
 #include "agent/server.h"
 #include "cli/agent_client.h"
+#include "cli/options.h"
 #include "cli/terminal.h"
 
 namespace pbp {
+
+namespace {
+
+// Instead of CLI11's Range ("Value -1 not in range 0.000000 to 2678400.000000"), a sentence
+// that says what the option wants.
+CLI::Validator number_from(double lo, double hi, bool whole, const std::string& what) {
+    return CLI::Validator(
+        [=](std::string& s) -> std::string {
+            double d = 0;
+            long long n = 0;
+            const bool ok = whole ? parse_whole(s, static_cast<long long>(lo), static_cast<long long>(hi), n)
+                                  : parse_double(s, d) && d >= lo && d <= hi;
+            return ok ? "" : "must be " + what + " (got '" + s + "')";
+        },
+        "");
+}
+
+}  // namespace
 
 int agent_command(int argc, char** argv) {
     CLI::App app{"pybpfprof agent: one privileged agent per machine, through which every user profiles the processes "
                  "they own.\nRun it as root (the systemd unit pybpfprof-agent does). `pybpfprof agent status` lists "
                  "the sessions you may see.",
                  "pybpfprof agent"};
+    app.footer(
+        "Exit codes: 0 the agent stopped on SIGTERM, SIGINT or SIGHUP (status: the sessions were listed); 1 it could "
+        "not start (not root, the socket, the kernel, BPF; status: no agent answered); 2 bad arguments.");
     agent::AgentConfig cfg;
     cfg.socket_path = agent_socket_path();
     double max_session_mb = static_cast<double>(cfg.max_session_bytes >> 20);
@@ -23,17 +45,17 @@ int agent_command(int argc, char** argv) {
     app.add_option("--admin-group", cfg.admin_group,
                    "Members of this group may profile any process, --all-python and --cgroup included (root always may)");
     app.add_option("--max-sessions-per-user", cfg.max_sessions_per_user, "Sessions one user may hold at once")
-        ->check(CLI::Range(1, 1000));
+        ->check(number_from(1, 1000, true, "a whole number of sessions from 1 to 1000"));
     app.add_option("--max-duration", cfg.max_duration_s,
                    "Longest session of a user who is not an admin, in seconds (0: no limit)")
-        ->check(CLI::Range(0.0, 31.0 * 86400));
+        ->check(number_from(0, 31 * 86400, false, "a number of seconds from 0 (no limit) to 2678400 (31 days)"));
     app.add_option("--max-session-mb", max_session_mb, "Memory one session's samples may hold, in MiB")
-        ->check(CLI::Range(0.01, 1048576.0));
+        ->check(number_from(0.01, 1048576, false, "a number of MiB from 0.01 to 1048576"));
     app.add_option("--max-connections-per-user", cfg.max_connections_per_user,
                    "Connections one user who is not an admin may hold at once")
-        ->check(CLI::Range(1, 100000));
+        ->check(number_from(1, 100000, true, "a whole number of connections from 1 to 100000"));
     app.add_option("--idle-timeout", cfg.idle_timeout_s, "Seconds a connection without a session may stay silent")
-        ->check(CLI::Range(1.0, 86400.0));
+        ->check(number_from(1, 86400, false, "a number of seconds from 1 to 86400"));
     app.add_option("--btf", cfg.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
     app.add_option("--node-root", cfg.node_root, "Where the node's root file system is (in a container: /host)");
     bool no_native = false;

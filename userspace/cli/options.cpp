@@ -98,8 +98,8 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                  "Samples Python stacks in the kernel: no restart, no instrumentation, no ptrace. On-CPU time by\n"
                  "default; --mode wall adds where threads wait (off CPU), --mode gil keeps the GIL holders.\n"
                  "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]\n"
-                 "Other commands: pybpfprof merge FILE.pbp... -o OUT (merge profiles, from several machines too), "
-                 "pybpfprof agent (see their --help)",
+                 "Other commands: pybpfprof dump --pid PID (every thread's Python stack now), pybpfprof merge "
+                 "FILE.pbp... -o OUT (merge profiles, from several machines too), pybpfprof agent (see their --help)",
                  "pybpfprof"};
     app.footer(kExitCodes);
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
