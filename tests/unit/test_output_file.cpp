@@ -1,7 +1,7 @@
 // write_file_atomically (export/output_file.h) on real file systems: a full tmpfs, a
 // read-only one, a writer killed with SIGKILL in the middle, and the ordinary cases. The
 // target is never destroyed nor left half-written, and no temporary file is left behind
-// (but after a SIGKILL, which nothing can clean up after).
+// (after a SIGKILL, until the next write of the same file).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -229,10 +229,60 @@ TEST(OutputFile, KilledMidWriteKeepsTheOldFile) {
     ASSERT_FALSE(tmp.empty()) << "the writer never got going";
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     EXPECT_TRUE(read_all(path) == old_bytes()) << "the old file changed";
+    size_t left = 0;
     for (const auto& name : entries(dir)) {
         if (name == "out.pb.gz") continue;
+        left++;
         EXPECT_EQ(name.rfind(".out.pb.gz.tmp-", 0), 0u) << "a stray file under another name: " << name;
     }
+    EXPECT_EQ(left, 1u) << "the killed writer's temporary file";
+    // The next write of the same file removes it: its writer is gone (its lock with it), and
+    // it has not changed for a second.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+    std::string error;
+    ASSERT_TRUE(write_file_atomically(path, [](std::ostream& o) { o << "new"; }, error)) << error;
+    EXPECT_EQ(read_all(path), "new");
+    EXPECT_EQ(entries(dir), std::set<std::string>{"out.pb.gz"}) << "the abandoned temporary file was left";
+}
+
+// A writer that is alive but quiet (a large report made before its bytes flow) keeps its
+// temporary file while another writes the same path: only abandoned ones are removed. Both
+// writes succeed; the last rename wins.
+TEST(OutputFile, AQuietWriterKeepsItsTemporaryFile) {
+    const std::string dir = test::temp_dir();
+    const std::string path = dir + "/out.json";
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(ready[0]);
+        std::string error;
+        bool ok = write_file_atomically(
+            path,
+            [&](std::ostream& o) {
+                o << "slow" << std::flush;
+                (void)!write(ready[1], "r", 1);
+                std::this_thread::sleep_for(std::chrono::milliseconds(3500));  // no write for 3.5 s
+                o << " writer";
+            },
+            error);
+        _exit(ok ? 0 : 1);
+    }
+    close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // its file is 2 s unchanged
+    std::string error;
+    ASSERT_TRUE(write_file_atomically(path, [](std::ostream& o) { o << "quick"; }, error)) << error;
+    EXPECT_EQ(read_all(path), "quick");
+    EXPECT_EQ(entries(dir).size(), 2u) << "the quiet writer's temporary file was removed";
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the quiet writer failed";
+    EXPECT_EQ(read_all(path), "slow writer");
+    EXPECT_EQ(entries(dir), std::set<std::string>{"out.json"});
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "export/output_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -103,6 +106,32 @@ bool write_in_place(const std::string& path, const std::function<void(std::ostre
     return ok;
 }
 
+// Temporary files of NAME in dir left by writers that were killed (SIGKILL, a power cut):
+// removed. A writer holds an flock on its temporary file until it is renamed, and the lock
+// dies with it; a file whose lock can be taken and that has not changed for a second (a
+// writer takes its lock right after creating the file) has no writer any more. The lock
+// works across PID namespaces, where the writer's PID would not.
+void remove_abandoned_temporaries(const std::string& dir, const std::string& name) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) return;
+    const std::string prefix = "." + name + ".tmp-";
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; };
+    while (dirent* e = readdir(d)) {
+        if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+        struct stat st{};
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            ns(now) - ns(st.st_mtim) < 1000000000)
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) unlinkat(dirfd(d), e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
 }  // namespace
 
 bool write_file_atomically(const std::string& path_in, const std::function<void(std::ostream&)>& fill,
@@ -131,6 +160,7 @@ bool write_file_atomically(const std::string& path_in, const std::function<void(
     const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
     const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
 
+    remove_abandoned_temporaries(dir, name);
     std::random_device rd;
     std::string tmp;
     int fd = -1;
@@ -149,15 +179,14 @@ bool write_file_atomically(const std::string& path_in, const std::function<void(
         error = strerror(EEXIST);
         return false;
     }
+    flock(fd, LOCK_EX);  // held until renamed: remove_abandoned_temporaries leaves it alone
 
     bool ok = fill_fd(fd, fill, error);
     if (ok && fsync(fd) != 0) error = errno_text(), ok = false;
-    if (close(fd) != 0 && ok) error = errno_text(), ok = false;
     if (ok && rename(tmp.c_str(), path.c_str()) != 0) error = errno_text(), ok = false;
-    if (!ok) {
-        unlink(tmp.c_str());
-        return false;
-    }
+    if (!ok) unlink(tmp.c_str());
+    close(fd);  // (after fsync: every byte is on disk, whatever close says)
+    if (!ok) return false;
     // The rename itself is on disk once the directory is: a failure here leaves the new
     // file in place, so it is not reported.
     int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

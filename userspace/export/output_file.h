@@ -14,7 +14,10 @@ namespace pbp {
 //    mode 0666 & ~umask, like any new file) is flushed and fsync'ed, renamed over path, and
 //    the directory fsync'ed;
 //  - on any failure the temporary file is removed, path is left untouched and error is the
-//    short cause ("No space left on device", "Read-only file system", an exception's text).
+//    short cause ("No space left on device", "Read-only file system", an exception's text);
+//  - temporary files of path that an earlier writer, killed, left behind are removed first:
+//    the writer holds an flock on its temporary file until the rename, and a file whose lock
+//    is free and that has not changed for a second has no writer.
 // A symbolic link at path is followed: the file it points to is replaced, the link kept.
 // A path that exists and is not a regular file (/dev/null, a FIFO, a terminal) is written
 // to directly, as there is nothing to replace.
