@@ -34,12 +34,13 @@ namespace pbp {
 
 namespace {
 
-// Discovery retry schedule after an exec/fork, in ms since the event: dense at first
-// (shared-libpython builds map libpython within a few ms), then sparse.
 // A child found at its fork is announced once it has run Python for itself: sampled with a
 // Python stack kForkRunsPythonNs or more after it was found, or still its parent's program
 // kForkSettledNs after (Session::unannounced_).
 constexpr uint64_t kForkRunsPythonNs = 50'000'000, kForkSettledNs = 200'000'000;
+
+// Discovery retry schedule after an exec/fork, in ms since the event: dense at first
+// (shared-libpython builds map libpython within a few ms), then sparse.
 constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 1000, 2000};
 
 // A session's rate: its own, or the engine's.
