@@ -261,6 +261,39 @@ TEST_F(Storms, ForkedChildrenAreNeverTakenForTheirParent) {
     EXPECT_EQ(unames, 40) << work.out();
 }
 
+// The same children under a launched command (its descendants are followed): a `uname -p`
+// child is no news at any point of the run, neither announced nor, at the end, "PID N
+// (python3) was not sampled" (before: one such line for nearly every uname child, found at
+// its fork and listed empty after its exec). The Python children are announced and sampled.
+TEST_F(Storms, LaunchedCommandsUnameChildrenAreNoNews) {
+    const std::string out = dir + "/launched.json";
+    std::vector<std::string> cmd{pybpfprof_bin(), "-r", "999", "-o", out, "--"};
+    for (auto& a : with_args(host_python().argv, {workload("fork_exec_spawn.py")})) cmd.push_back(a);
+    auto r = run(cmd, 180);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::set<std::string> announced, not_sampled;
+    std::istringstream lines(r.err);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("pybpfprof: profiling PID ", 0) == 0) announced.insert(line.substr(25, line.find(' ', 25) - 25));
+        if (line.rfind("pybpfprof: PID ", 0) == 0 && line.find(" was not sampled") != std::string::npos)
+            not_sampled.insert(line.substr(15, line.find(' ', 15) - 15));
+    }
+    std::istringstream kids(r.out);
+    int unames = 0, pythons = 0;
+    for (std::string word, pid; kids >> word >> pid;) {
+        if (word == "uname") {
+            unames++;
+            EXPECT_EQ(announced.count(pid), 0u) << "uname child " << pid << " announced\n" << r.err;
+            EXPECT_EQ(not_sampled.count(pid), 0u) << "uname child " << pid << " listed as not sampled\n" << r.err;
+        } else {
+            pythons++;
+            EXPECT_EQ(announced.count(pid), 1u) << word << " child " << pid << " not announced\n" << r.err;
+        }
+    }
+    EXPECT_EQ(unames, 40) << r.out;
+    EXPECT_EQ(pythons, 5) << r.out;
+}
+
 // pybpfprof killed with SIGKILL mid-run: every BPF program, map and link it held is freed
 // by the kernel (nothing is pinned), the profiled process runs on, and the next run works.
 TEST_F(Storms, KillNineLeavesNoBpfObjectBehind) {

@@ -24,6 +24,11 @@ void Aggregator::retire(uint32_t pid, uint32_t key) {
     transient_.erase(pid);
 }
 
+void Aggregator::forget_if_unsampled(uint32_t pid) {
+    if (auto it = profile_.processes.find(pid); it != profile_.processes.end() && it->second.threads.empty())
+        profile_.processes.erase(it);
+}
+
 void Aggregator::on_sample(const pbp_event& e, uint32_t stack) {
     uint64_t weight = e.weight_ns;
     if (interval_ns_ && e.kind == PBP_KIND_CPU) {  // off-CPU intervals are never decimated

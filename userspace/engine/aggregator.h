@@ -55,6 +55,9 @@ public:
     // ProcessRegistry keeps that program's metadata under), so the next program's samples, and
     // its command line, do not mix with them. A process with no sample stays where it is.
     void retire(uint32_t pid, uint32_t key);
+    // pid was never news (a forked child that exec'd or exited before it ran Python of its
+    // own): not listed, unless it has samples.
+    void forget_if_unsampled(uint32_t pid);
     // Stacks re-resolved by the store: the samples already charged move with them.
     void apply(const std::vector<StackMove>& moves);
 

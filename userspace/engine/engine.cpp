@@ -678,7 +678,11 @@ void Engine::target_gone(pid_t pid) {
     if (it == targets_.end()) return;
     for (Session* s : it->second) {
         s->targets_.erase(pid);
-        s->unannounced_.erase(pid);
+        // A forked child that never ran Python of its own was never news: nor is its end.
+        if (s->unannounced_.erase(pid)) {
+            s->agg_->forget_if_unsampled(static_cast<uint32_t>(pid));
+            continue;
+        }
         if (!s->cfg_.targets.pids.empty()) s->exited_early_.insert(pid);
     }
     registry_->mark_exited(pid);
@@ -811,7 +815,8 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
         retire_exec(pid);
         for (Session* s : targets_[pid]) {
             s->targets_.erase(pid);
-            s->unannounced_.erase(pid);
+            // (Its samples, from before the exec, are kept under the program they ran.)
+            if (s->unannounced_.erase(pid)) s->agg_->forget_if_unsampled(static_cast<uint32_t>(pid));
         }
         forget_in_bpf(pid);
     }
