@@ -6,6 +6,7 @@
 """
 
 import datetime
+import fcntl
 import html
 import os
 import stat
@@ -40,7 +41,9 @@ def write_atomically(path, data):
     kill leaves an existing file as it was. The new file has the caller's owner and the
     permissions of an ordinary new file (0666 less the umask). A symbolic link is followed
     (its target is replaced); a path that exists and is no regular file (/dev/null, a FIFO)
-    is written in place. Raises OSError."""
+    is written in place. The new file is flock'ed until it is renamed, as the CLI's is: the
+    CLI removes a file of that name only when its lock is free (a writer killed before its
+    rename). Raises OSError."""
     path = os.fspath(path)
     if os.path.islink(path):
         path = os.path.realpath(path)
@@ -61,10 +64,14 @@ def write_atomically(path, data):
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+            except OSError:
+                pass  # a file system without locks: the CLI's cleanup then never takes it
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)  # while locked
     except BaseException:
         try:
             os.unlink(tmp)

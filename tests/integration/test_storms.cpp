@@ -211,9 +211,9 @@ TEST_F(Storms, ExecStormInSequenceAndInParallelBatches) {
 
 // A forked child of Python is a copy of its parent until it runs Python or execs. Under
 // --all-python, 40 `uname -p` runs through subprocess are never announced or named as
-// Python (once, "profiling PID N (uname, CPython ...)" and a thread "uname"; later, for most
-// of them, "profiling PID N (python3, CPython ...)": found between fork and exec, and taken as
-// settled at once), each PID is
+// Python (once, "profiling PID N (uname, CPython ...)" and a thread "uname"; later, for some
+// of them, 16 of the 40 in one run, "profiling PID N (python3, CPython ...)": found between
+// fork and exec, and taken as settled at once), each PID is
 // announced at most once (a "spawn" child is found at its fork and again at its exec), and
 // the children that do run Python, spawned or forked, are announced and sampled.
 TEST_F(Storms, ForkedChildrenAreNeverTakenForTheirParent) {

@@ -14,6 +14,7 @@ write), PBP_SOURCE_DIR (the checkout). With no PBP_TEST_MODE only the tests that
 neither agent nor privileges run. Under CI=true a skipped test fails the run.
 """
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -274,6 +276,39 @@ class Helpers(unittest.TestCase):
 
 
 # ---- needs nothing -------------------------------------------------------------------------
+class WriteAtomically(unittest.TestCase):
+    """The API's atomic write locks its new file until the rename, as the CLI's does: the CLI
+    removes a ".NAME.tmp-*" file only when its lock is free (a writer killed before it)."""
+
+    def test_the_new_file_is_locked_until_it_is_renamed(self):
+        from pybpfprof import api
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "p.json")
+        seen = []
+        real_replace = os.replace
+
+        def replace(src, dst):
+            fd = os.open(src, os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append("free")
+            except BlockingIOError:
+                seen.append("locked")
+            finally:
+                os.close(fd)
+            real_replace(src, dst)
+
+        os.replace = replace
+        try:
+            api.write_atomically(path, b"{}")
+        finally:
+            os.replace = real_replace
+        self.assertEqual(seen, ["locked"])
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"{}")
+        self.assertEqual(os.listdir(d), ["p.json"])
+
+
 class FormatTable(unittest.TestCase):
     """The one table in pybpfprof.formats is the CLI's (userspace/export)."""
 
@@ -1219,7 +1254,7 @@ class RootDirect(Helpers):
 
 
 def load_tests(loader, standard_tests, pattern):
-    classes = [FormatTable, ProtocolClient, SessionAgainstAScriptedAgent]
+    classes = [FormatTable, WriteAtomically, ProtocolClient, SessionAgainstAScriptedAgent]
     if MODE == "agent":
         classes += [NoAgent, AgentApi]
     elif MODE == "root":
