@@ -15,6 +15,7 @@
 #include <ctime>
 
 #include "pybpfprof/abi.h"
+#include "sys/clock.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
 
@@ -360,6 +361,171 @@ TEST_P(Profiling, LiveStatusLineOnATerminal) {
     auto plain = run({pybpfprof_bin(), "--no-summary", "-d", "0.5", "--pid", std::to_string(target.pid()), "-o",
                       dir + "/plain.json"});
     EXPECT_EQ(plain.err.find("\033[K"), std::string::npos) << plain.err;
+}
+
+// The live status line on a real terminal emulator: tmux, on a server of the test's own.
+class LiveStatus : public ::testing::Test {
+protected:
+    void SetUp() override {
+        PBP_REQUIRE(can_run_bpf(), "needs root");
+        PBP_REQUIRE(run({"sh", "-c", "command -v tmux"}).status == 0, "tmux is not installed (tools/install-deps)");
+        dir = temp_dir();
+        static int n = 0;  // a server per test: a killed one's socket may linger a moment
+        tmux = {"tmux", "-f", "/dev/null", "-L", "pbp-status-" + std::to_string(getpid()) + "-" + std::to_string(n++)};
+    }
+    void TearDown() override {
+        if (!tmux.empty()) run(with_args(tmux, {"kill-server"}));
+    }
+    bool tmux_do(std::initializer_list<std::string> args) {
+        auto r = run(with_args(tmux, args));
+        if (r.status != 0) ADD_FAILURE() << "tmux: " << r.err;
+        return r.status == 0;
+    }
+    // The rows on the screen (or the whole history), as tmux shows them.
+    std::vector<std::string> screen(bool history = false) {
+        auto r = history ? run(with_args(tmux, {"capture-pane", "-p", "-t", "s", "-S", "-"}))
+                         : run(with_args(tmux, {"capture-pane", "-p", "-t", "s"}));
+        std::vector<std::string> rows;
+        std::istringstream in(r.out);
+        for (std::string l; std::getline(in, l);) rows.push_back(l);
+        return rows;
+    }
+    std::string profile_lines(double seconds, double duration) {
+        std::ostringstream d;
+        d << duration;
+        std::ostringstream sec;
+        sec << seconds;
+        return pybpfprof_bin() + " -r 499 -d " + d.str() + " -o " + dir + "/t.json -- " + host_python().argv[0] + " " +
+               workload("prints_lines.py") + " " + sec.str();
+    }
+    std::string dir;
+    std::vector<std::string> tmux;
+};
+
+// A launched program that prints while the status line is drawn, on a real terminal emulator
+// (tmux, 100x12). The bottom row is the status line's: the program's lines scroll above it, each
+// on a row of its own, none lost, and the status line never shares a row with them. Before, it
+// was drawn in place with a carriage return and the program's next line glued onto it
+// ("pybpfprof: 1.2s of 4s  15 samples  1 process  0 lostline 7"). At the end the row is cleared
+// and the whole screen scrolls again.
+TEST_F(LiveStatus, LaunchedProgramPrintsAboveTheStatusRow) {
+    const std::string cmd = profile_lines(4, 6) + "; echo EXIT=$?; sleep 120";
+    ASSERT_TRUE(tmux_do({"new-session", "-d", "-s", "s", "-x", "100", "-y", "12", "sh", "-c", cmd}));
+    const std::regex status(R"(pybpfprof: \d+\.\ds of 6s  \d+ samples  [01] process(es)?  \d+ lost)");
+    const std::regex program_line(R"(\bline \d+)");
+    // Once the lines scroll under it, the window grows from 12 rows to 16: the status line
+    // follows the new bottom row (after a moment for the redraw).
+    size_t height = 12;
+    int under_scrolled_lines[2] = {0, 0}, screens = 0;
+    uint64_t resized_at = 0;
+    bool ended = false;
+    for (int i = 0; i < 600 && !ended; i++) {
+        usleep(50000);
+        if (!resized_at && under_scrolled_lines[0] >= 3) {
+            ASSERT_TRUE(tmux_do({"resize-window", "-t", "s", "-x", "100", "-y", "16"}));
+            resized_at = mono_ns();
+            height = 16;
+        }
+        const bool settling = resized_at && mono_ns() - resized_at < 600000000ULL;
+        auto rows = screen();
+        if (settling) continue;
+        screens++;
+        size_t line_rows = 0;
+        for (size_t r = 0; r < rows.size(); r++) {
+            if (rows[r].rfind("EXIT=", 0) == 0) ended = true;
+            if (std::regex_search(rows[r], status)) {
+                EXPECT_EQ(r, height - 1) << "the status line off the bottom row:\n" << rows[r];
+                EXPECT_TRUE(std::regex_match(rows[r], status)) << "glued: '" << rows[r] << "'";
+            }
+            if (std::regex_search(rows[r], program_line)) {
+                line_rows++;
+                EXPECT_TRUE(std::regex_match(rows[r], std::regex(R"(line \d+)"))) << "glued: '" << rows[r] << "'";
+            }
+        }
+        // The program's lines fill the rows above it, but for the cursor's.
+        if (rows.size() == height && std::regex_match(rows[height - 1], status) && line_rows >= height - 2)
+            under_scrolled_lines[resized_at ? 1 : 0]++;
+    }
+    ASSERT_TRUE(ended) << "the run did not end";
+    EXPECT_GE(under_scrolled_lines[0], 3) << "of " << screens << " screens";
+    EXPECT_GE(under_scrolled_lines[1], 3) << "of " << screens << " screens, after the resize";
+    // Every line the program printed, once, in order, each on its own row.
+    auto all = screen(true);
+    std::string text;
+    for (auto& r : all) text += r + "\n";
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(done after (\d+) lines)"))) << text;
+    const int n = std::stoi(m[1]);
+    EXPECT_GT(n, 20);
+    int next = 0;
+    for (auto& r : all) {
+        if (std::regex_match(r, m, std::regex(R"(line (\d+))"))) {
+            EXPECT_EQ(std::stoi(m[1]), next) << text;
+            next = std::stoi(m[1]) + 1;
+        }
+    }
+    EXPECT_EQ(next, n) << text;
+    EXPECT_NE(text.find("EXIT=0"), std::string::npos) << text;
+    EXPECT_NE(text.find("Wrote " + dir + "/t.json"), std::string::npos) << text;
+    // Given back: no status line left on the screen, and the shell's screen scrolls whole again.
+    auto last = screen();
+    for (auto& r : last) EXPECT_FALSE(std::regex_search(r, status)) << r;
+}
+
+// Ctrl-Z in an interactive shell gives the terminal back whole: the shell's own lines scroll to
+// the bottom row and no status line is left. fg takes the bottom row again, and the run ends as
+// usual.
+TEST_F(LiveStatus, CtrlZGivesTheTerminalBackAndFgTakesTheRowAgain) {
+    ASSERT_TRUE(tmux_do({"new-session", "-d", "-s", "s", "-x", "100", "-y", "12", "env", "PS1=$ ", "bash", "--norc",
+                         "--noprofile", "-i"}));
+    usleep(300000);
+    ASSERT_TRUE(tmux_do({"send-keys", "-t", "s", profile_lines(4, 8), "Enter"}));
+    const std::regex status(R"(pybpfprof: \d+\.\ds of 8s  \d+ samples  [01] process(es)?  \d+ lost)");
+    std::string shown;  // the last screen looked at, for the failure messages
+    auto wait_for = [&](auto pred, int tenths) {
+        for (int i = 0; i < tenths; i++) {
+            auto rows = screen();
+            shown.clear();
+            for (auto& r : rows) shown += r + "\n";
+            if (pred(rows)) return true;
+            usleep(100000);
+        }
+        return false;
+    };
+    auto status_at_bottom = [&](const std::vector<std::string>& rows) {
+        return rows.size() == 12 && std::regex_match(rows[11], status);
+    };
+    // Once the program's lines fill the screen above the status line.
+    auto scrolled = [&](const std::vector<std::string>& rows) {
+        return status_at_bottom(rows) && std::regex_match(rows[0], std::regex(R"(line \d+)"));
+    };
+    // The prompt after WHAT, on the last row written (capture-pane trims its trailing blank).
+    auto prompt_after = [&](const std::string& what) {
+        return [&, what](const std::vector<std::string>& rows) {
+            size_t last = rows.size();
+            while (last > 0 && rows[last - 1].empty()) last--;
+            return shown.find(what) != std::string::npos && last > 0 && rows[last - 1] == "$";
+        };
+    };
+    ASSERT_TRUE(wait_for(scrolled, 100)) << "no status line under the program's lines:\n" << shown;
+    ASSERT_TRUE(tmux_do({"send-keys", "-t", "s", "C-z"}));
+    ASSERT_TRUE(wait_for(prompt_after("Stopped"), 50)) << "no prompt after Ctrl-Z:\n" << shown;
+    usleep(300000);
+    ASSERT_TRUE(wait_for(prompt_after("Stopped"), 1));
+    for (auto& r : screen()) EXPECT_FALSE(std::regex_search(r, status)) << "left behind while stopped:\n" << shown;
+    // The screen was full: the shell's prompt is on its last row, so the whole screen scrolls.
+    auto rows = screen();
+    ASSERT_EQ(rows.size(), 12u) << shown;
+    EXPECT_EQ(rows[11], "$") << shown;
+    ASSERT_TRUE(tmux_do({"send-keys", "-t", "s", "fg", "Enter"}));
+    EXPECT_TRUE(wait_for(status_at_bottom, 50)) << "fg did not take the bottom row again:\n" << shown;
+    ASSERT_TRUE(wait_for(prompt_after("function (file:line)"), 300)) << "the run did not end:\n" << shown;
+    std::string history;
+    for (auto& r : screen(true)) history += r + "\n";
+    EXPECT_NE(history.find("Wrote " + dir + "/t.json"), std::string::npos) << history;
+    ASSERT_TRUE(tmux_do({"send-keys", "-t", "s", "echo EXIT=$?", "Enter"}));
+    EXPECT_TRUE(wait_for(prompt_after("EXIT=0"), 50)) << shown;
+    for (auto& r : screen()) EXPECT_FALSE(std::regex_search(r, status)) << shown;
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, Profiling, ::testing::ValuesIn(interpreters()), interpreter_test_name);

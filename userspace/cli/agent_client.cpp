@@ -120,6 +120,8 @@ int run_via_agent(const Options& o, const std::string& path) {
     s.min_block_us = static_cast<int64_t>(o.min_block_ns / 1000);
     s.async_tasks = o.async_tasks;
     s.native = o.native;
+    // The status line's row is taken before the command is launched (StatusLine).
+    StatusLine status(o, isatty(2) && !o.quiet);
     Launcher launcher;
     if (!o.command.empty()) {
         // Forked here, as this user, and held before exec until the agent follows it.
@@ -136,8 +138,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     if (!agent::write_all(fd, agent::frame(agent::encode_request(req)), error))
         return err("cannot talk to the agent at " + path + ": " + error), give_up(kExitError);
 
-    const bool tty = isatty(2) && !o.quiet;
-    Printer printer(o, tty);
+    Printer printer(o, status.in_place());
     const uint64_t start = mono_ns();
     uint64_t samples = 0, lost = 0;
     size_t procs = 0;
@@ -187,9 +188,9 @@ int run_via_agent(const Options& o, const std::string& path) {
                 return code;
             }
         }
-        if (tty && !g_stop_signal) status_line(o, start, samples, procs, lost, false);
+        if (!g_stop_signal) status.draw(start, samples, procs, lost);
     }
-    if (tty) status_line(o, start, samples, procs, lost, true);
+    status.finish();
     if (agent_gone) {
         err("lost the connection to the agent (" + error + "); its samples are gone; is the agent running? (systemctl "
             "status pybpfprof-agent)");

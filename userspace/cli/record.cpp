@@ -61,8 +61,8 @@ int run_record(const Options& o) {
     auto engine = Engine::start(ec, st);
     if (!engine) return err(st.message), exit_code(st);
     install_signals();
-    const bool tty = isatty(2) && !o.quiet;
-    Printer printer(o, tty);
+    StatusLine status(o, isatty(2) && !o.quiet);
+    Printer printer(o, status.in_place());
     CommandStdoutToStderr redirect(out_path == "-" && !o.command.empty());
     Session* s = engine->subscribe(sc, printer, st);
     redirect.undo();
@@ -74,9 +74,9 @@ int run_record(const Options& o) {
             err(std::string("ring buffer poll failed: ") + strerror(-n));
             break;
         }
-        if (tty && !g_stop_signal) status_line(o, start, s->sample_count(), s->targets_ever(), engine->lost(), false);
+        if (!g_stop_signal) status.draw(start, s->sample_count(), s->targets_ever(), engine->lost());
     }
-    if (tty) status_line(o, start, s->sample_count(), s->targets_ever(), engine->lost(), true);
+    status.finish();
     RunFacts facts{s->targets_ever(), s->launched(), o.all_python, !o.cgroups.empty(), s->exited_early(),
                    s->first_refusal()};
     Profile profile = engine->stop(s);
