@@ -15,14 +15,14 @@ constexpr size_t kMaxGlobals = 1 << 14;   // threading's module globals
 constexpr size_t kMaxThreads = 1 << 14;   // threading._active entries
 constexpr size_t kMaxNameLen = 1024;      // code points of a thread name
 
-uint64_t rd_ptr(MemoryReader& mem, uint64_t addr) {
+uint64_t pointer_at(MemoryReader& mem, uint64_t addr) {
     uint64_t v = 0;
     return mem.read(addr, &v, sizeof v) ? v : 0;
 }
 
 // threading._active of one interpreter; 0 when threading is not imported (or unreadable).
 uint64_t find_active(MemoryReader& mem, const ObjectLayout& lay, uint64_t interp, ThreadNameCache& cache) {
-    const uint64_t modules = rd_ptr(mem, interp + lay.interp_modules);
+    const uint64_t modules = pointer_at(mem, interp + lay.interp_modules);
     const uint64_t dict_type = type_of(mem, lay, modules);
     if (!dict_type) return 0;
     if (auto it = cache.active.find(interp); it != cache.active.end()) {
@@ -34,7 +34,7 @@ uint64_t find_active(MemoryReader& mem, const ObjectLayout& lay, uint64_t interp
     const uint64_t threading = dict_lookup_str(mem, lay, items, "threading");
     if (!threading) return 0;  // not imported (yet): asked again next time
     // PyModuleObject {PyObject_HEAD, md_dict, ..}
-    const uint64_t globals = rd_ptr(mem, threading + lay.object_size);
+    const uint64_t globals = pointer_at(mem, threading + lay.object_size);
     if (type_of(mem, lay, globals) != dict_type || !read_dict_items(mem, lay, globals, items, kMaxGlobals)) return 0;
     const uint64_t active = dict_lookup_str(mem, lay, items, "_active");
     if (type_of(mem, lay, active) != dict_type) return 0;
@@ -71,7 +71,7 @@ bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayo
                 if (auto s = read_unicode(mem, lay, name, kMaxNameLen); s && !s->empty()) out[*ident] = *s;
             }
         }
-        interp = rd_ptr(mem, interp + proc.off.interp_next);
+        interp = pointer_at(mem, interp + proc.off.interp_next);
     }
     return true;
 }
