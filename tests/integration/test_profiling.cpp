@@ -707,6 +707,31 @@ TEST_F(BadInput, NumberErrorsAreOneLineSentences) {
     }
 }
 
+// An option given no value names itself as typed, what it wants and an example (before: CLI11's
+// "--duration: 1 required TEXT missing; see pybpfprof --help", and "-d -q" took -q as the value).
+// Every option of every command: tests/unit/test_option_values.cpp.
+TEST_F(BadInput, OptionWithoutItsValueSaysWhatItWants) {
+    for (auto [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"-d"}, "pybpfprof: -d needs a value: a number of seconds (e.g. -d 10)\n"},
+             {{"-a", "-r"}, "pybpfprof: -r needs a value: a number of samples per second from 1 to 10000 (e.g. -r 999)\n"},
+             {{"-a", "-o"}, "pybpfprof: -o needs a value: a file name, or - for standard output (e.g. -o profile.html)\n"},
+             {{"--pid"}, "pybpfprof: --pid needs a value: a process ID (e.g. --pid 1234)\n"},
+             {{"-a", "--duration"}, "pybpfprof: --duration needs a value: a number of seconds (e.g. --duration 10)\n"},
+             {{"-a", "-d", "-q"}, "pybpfprof: -d needs a value before -q: a number of seconds (e.g. -d 10)\n"},
+             {{"dump", "-p"}, "pybpfprof dump: -p needs a value: a process ID (e.g. -p 1234)\n"},
+             {{"merge", "a.pbp", "-o"},
+              "pybpfprof: merge: -o needs a value: a file name, or - for standard output (e.g. -o merged.html)\n"},
+             {{"agent", "--socket"},
+              "pybpfprof: --socket needs a value: the path of the agent's Unix socket (e.g. --socket "
+              "/run/pybpfprof/agent.sock)\n"}}) {
+        args.insert(args.begin(), pybpfprof_bin());
+        auto r = run(args);
+        EXPECT_EQ(r.status, 2) << r.err;
+        EXPECT_EQ(r.err, says);
+        EXPECT_EQ(r.err.find("required"), std::string::npos) << r.err;
+    }
+}
+
 // -o - writes the profile to standard output, and only it: messages stay on stderr.
 TEST_F(BadInput, DashOutputIsStandardOutput) {
     Child target({host_python().argv[0], source_dir() + "/tests/workloads/cpu_split.py", "30"}, dir);

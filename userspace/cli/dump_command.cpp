@@ -7,6 +7,7 @@
 
 #include "cli/agent_client.h"
 #include "cli/dump_output.h"
+#include "cli/option_values.h"
 #include "export/dump_document.h"
 #include "cli/options.h"
 #include "cli/record.h"
@@ -53,26 +54,35 @@ int dump_command(int argc, char** argv) {
     DumpRequest req;
     bool json = false;
     std::string max_depth;
-    app.add_option("-p,--pid", pids, "Dump this running process (repeatable)");
+    OptionValues values;  // what each option wants, for the one given none
+    values.add(app.add_option("-p,--pid", pids, "Dump this running process (repeatable)"), "a process ID", "1234");
     app.add_flag("-a,--all-python", req.all_python,
                  "Dump every CPython process on the machine (through the agent: every one of yours)");
-    app.add_option("-c,--cgroup", req.cgroups,
-                   "Dump every Python process in this cgroup v2 (a path, absolute or relative to the cgroup2 mount), "
-                   "Kubernetes pod (UID or namespace/name) or container (ID or unique prefix) (repeatable)");
-    app.add_option("--node-root", req.node_root,
-                   "Where the node's root file system is (for Kubernetes pods and containers; default /)");
-    app.add_option("--max-depth", max_depth, "Deepest Python stack to read (default " + std::to_string(PBP_MAX_DEPTH) + ")");
+    values.add(app.add_option("-c,--cgroup", req.cgroups,
+                              "Dump every Python process in this cgroup v2 (a path, absolute or relative to the "
+                              "cgroup2 mount), Kubernetes pod (UID or namespace/name) or container (ID or unique "
+                              "prefix) (repeatable)"),
+               "a cgroup v2 path, a Kubernetes pod (UID or namespace/name) or a container ID", "default/web-0");
+    values.add(app.add_option("--node-root", req.node_root,
+                              "Where the node's root file system is (for Kubernetes pods and containers; default /)"),
+               "the directory where the node's root file system is mounted", "/host");
+    values.add(app.add_option("--max-depth", max_depth,
+                              "Deepest Python stack to read (default " + std::to_string(PBP_MAX_DEPTH) + ")"),
+               "a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH), "64");
     app.add_flag("--async", req.async_tasks,
                  "Every asyncio task too (CPython 3.14+): name, state, coroutine stack, and who awaits whom, as "
                  "python -m asyncio pstree shows it (docs/asyncio.md)");
     app.add_flag("--json", json, "Print one JSON document (fields: docs/dump.md)");
+    const std::vector<std::string> words(argv + 1, argv + argc);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        return err(std::string(e.what()) + "; see pybpfprof dump --help", kExitBadInput);
+        return err(values.parse_error(app, e, words, "pybpfprof dump"), kExitBadInput);
     }
+    if (std::string e = values.value_taken_from_an_option(app, words, "pybpfprof dump"); !e.empty())
+        return err(e, kExitBadInput);
     if (std::string error; !parse_pids(pids, req.pids, error)) return err(error, kExitBadInput);
     if (!max_depth.empty()) {
         long long v = 0;

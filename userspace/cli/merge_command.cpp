@@ -10,6 +10,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "cli/option_values.h"
 #include "cli/options.h"
 #include "cli/outputs.h"
 #include "cli/record.h"
@@ -97,31 +98,48 @@ int merge_command(int argc, char** argv) {
     std::string format;
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
+    OptionValues values;  // what each option wants, for the one given none
     app.add_option("inputs", inputs, "Profiles in pybpfprof's own format (.pbp), gzipped or not")->required();
-    app.add_option("-o,--output", o.output, "Output file, or - for standard output")->required();
-    app.add_option("-f,--format", format,
-                   "Output format: " + formats + " (default: from the -o extension; speedscope for -o -)");
-    app.add_option("--label", label_specs,
-                   std::string("Label every process of an input (repeatable): ") + kLabelSyntax)
+    values.add(app.add_option("-o,--output", o.output, "Output file, or - for standard output"),
+               "a file name, or - for standard output", "merged.html")
+        ->required();
+    values.add(app.add_option("-f,--format", format,
+                              "Output format: " + formats + " (default: from the -o extension; speedscope for -o -)"),
+               "an output format, one of " + formats, "html");
+    values
+        .add(app.add_option("--label", label_specs,
+                            std::string("Label every process of an input (repeatable): ") + kLabelSyntax),
+             "a label, [N:]KEY=VALUE", "1:role=scheduler")
         ->allow_extra_args(false);  // one value each: the files may follow
     std::string target;
-    app.add_option("--target", target, "What the merged run is called (default: from the inputs and their labels)");
-    app.add_option("--group-by", o.group_by, "Group outputs by process (default) or by pod")
+    values.add(app.add_option("--target", target,
+                              "What the merged run is called (default: from the inputs and their labels)"),
+               "a name for the merged run", "nightly-etl");
+    values.add(app.add_option("--group-by", o.group_by, "Group outputs by process (default) or by pod"),
+               "process or pod", "pod")
         ->check(CLI::IsMember({"process", "pod"}));
-    app.add_option("--report", o.report, "Also write the HTML performance report to this file");
+    values.add(app.add_option("--report", o.report, "Also write the HTML performance report to this file"),
+               "a file name for the HTML report", "report.html");
     std::vector<std::string> task_files;
-    app.add_option("--tasks", task_files,
-                   "A task file (\"pybpfprof-tasks\", written by pybpfprof.dask: Dask's task stream) to attach: "
-                   "each task's spans go to the process labelled worker=<its worker> (else its pid) and its thread "
-                   "(repeatable; docs/dask.md)")
+    values
+        .add(app.add_option("--tasks", task_files,
+                            "A task file (\"pybpfprof-tasks\", written by pybpfprof.dask: Dask's task stream) to "
+                            "attach: each task's spans go to the process labelled worker=<its worker> (else its pid) "
+                            "and its thread (repeatable; docs/dask.md)"),
+             "a task file written by pybpfprof.dask", "tasks.json")
         ->allow_extra_args(false);
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
+    const std::vector<std::string> words(argv + 1, argv + argc);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        err(std::string("merge: ") + e.what() + "; see pybpfprof merge --help");
+        err("merge: " + values.parse_error(app, e, words, "pybpfprof merge"));
+        return kExitBadInput;
+    }
+    if (std::string e = values.value_taken_from_an_option(app, words, "pybpfprof merge"); !e.empty()) {
+        err("merge: " + e);
         return kExitBadInput;
     }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "cli/option_values.h"
 #include "export/exporter.h"
 #include "pybpfprof/abi.h"
 
@@ -105,56 +106,74 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
     std::vector<std::string> pids, formats_given;
     std::string rate, duration, max_depth, mode, min_block;
-    app.add_option("-p,--pid", pids, "Profile this running process (repeatable)");
+    OptionValues values;  // what each option wants, for the one given none
+    values.add(app.add_option("-p,--pid", pids, "Profile this running process (repeatable)"), "a process ID", "1234");
     app.add_flag("-s,--subprocesses", o.subprocesses,
                  "With --pid: their child processes too, those running now and those started later");
     app.add_flag("-a,--all-python", o.all_python,
                  "Profile every CPython process on the machine, including ones started later");
-    app.add_option("-c,--cgroup", o.cgroups,
-                   "Profile every Python process in this cgroup v2 (a path, absolute or relative to the cgroup2 "
-                   "mount), Kubernetes pod (UID or namespace/name) or container (ID or unique prefix), including "
-                   "ones started later (repeatable)");
-    app.add_option("--node-root", o.node_root,
-                   "Where the node's root file system is (for /var/log/pods, /var/log/containers and "
-                   "/var/lib/kubelet/pods; default /)");
-    app.add_option("--group-by", o.group_by,
-                   "Group outputs by process (default) or by pod: one speedscope profile and one folded root "
-                   "per pod")
+    values.add(app.add_option("-c,--cgroup", o.cgroups,
+                              "Profile every Python process in this cgroup v2 (a path, absolute or relative to the "
+                              "cgroup2 mount), Kubernetes pod (UID or namespace/name) or container (ID or unique "
+                              "prefix), including ones started later (repeatable)"),
+               "a cgroup v2 path, a Kubernetes pod (UID or namespace/name) or a container ID", "default/web-0");
+    values.add(app.add_option("--node-root", o.node_root,
+                              "Where the node's root file system is (for /var/log/pods, /var/log/containers and "
+                              "/var/lib/kubelet/pods; default /)"),
+               "the directory where the node's root file system is mounted", "/host");
+    values
+        .add(app.add_option("--group-by", o.group_by,
+                            "Group outputs by process (default) or by pod: one speedscope profile and one folded "
+                            "root per pod"),
+             "process or pod", "pod")
         ->check(CLI::IsMember({"process", "pod"}));
-    app.add_option("-r,--rate", rate, "Samples per second per CPU, 1 to 10000 (default 99)");
-    app.add_option("-d,--duration", duration, "Seconds to profile (default: until Ctrl-C or until the targets exit)");
-    app.add_option("--mode", mode,
-                   "What to sample: cpu (default: on-CPU stacks only), wall (on-CPU stacks and every off-CPU "
-                   "interval of the targets' threads, each weighted by its duration and ending in a leaf that "
-                   "says why the thread waited), gil (only the on-CPU samples that hold the GIL); see "
-                   "docs/modes.md");
-    app.add_option("--min-block", min_block,
-                   "With --mode wall: off-CPU intervals shorter than this are summed per thread and reason and "
-                   "kept as one sample when the sum reaches it, never dropped; from 10us to 1s (default 1ms; "
-                   "units us, ms, s)");
+    values.add(app.add_option("-r,--rate", rate, "Samples per second per CPU, 1 to 10000 (default 99)"),
+               "a number of samples per second from 1 to 10000", "999");
+    values.add(app.add_option("-d,--duration", duration,
+                              "Seconds to profile (default: until Ctrl-C or until the targets exit)"),
+               "a number of seconds", "10");
+    values.add(app.add_option("--mode", mode,
+                              "What to sample: cpu (default: on-CPU stacks only), wall (on-CPU stacks and every "
+                              "off-CPU interval of the targets' threads, each weighted by its duration and ending in "
+                              "a leaf that says why the thread waited), gil (only the on-CPU samples that hold the "
+                              "GIL); see docs/modes.md"),
+               "cpu, wall or gil", "wall");
+    values.add(app.add_option("--min-block", min_block,
+                              "With --mode wall: off-CPU intervals shorter than this are summed per thread and "
+                              "reason and kept as one sample when the sum reaches it, never dropped; from 10us to 1s "
+                              "(default 1ms; units us, ms, s)"),
+               "a duration with its unit from 10us to 1s", "500us");
     app.add_flag("--native", o.native,
                  "Native and kernel frames too, with the Python frames at their place: C extensions, libpython, "
                  "libc, the kernel (innermost first); kernel 5.17+");
     app.add_flag("--async", o.async_tasks,
                  "Put each sample of a thread running an asyncio task under the task and the tasks awaiting it "
                  "(<task main> -> <task fetch-1> -> its coroutine frames); CPython 3.14+, see docs/asyncio.md");
-    app.add_option("-o,--output", o.output,
-                   "Output file, or - for standard output (a launched command's own output then goes to standard "
-                   "error) (default: pybpfprof-<target>-<timestamp>.<ext>)");
+    values.add(app.add_option("-o,--output", o.output,
+                              "Output file, or - for standard output (a launched command's own output then goes to "
+                              "standard error) (default: pybpfprof-<target>-<timestamp>.<ext>)"),
+               "a file name, or - for standard output", "profile.html");
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
     std::string format;
-    app.add_option("-f,--format", format, "Output format: " + formats +
-                                              " (default: from the -o extension: .html, .folded, .pb.gz, "
-                                              ".json, .svg, .pbp; speedscope when there is no -o)");
-    app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)");
-    app.add_option("--max-depth", max_depth, "Deepest Python stack to collect (default: the most the kernel allows)");
-    app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux");
+    values.add(app.add_option("-f,--format", format,
+                              "Output format: " + formats +
+                                  " (default: from the -o extension: .html, .folded, .pb.gz, .json, .svg, .pbp; "
+                                  "speedscope when there is no -o)"),
+               "an output format, one of " + formats, "html");
+    values.add(app.add_option("--report", o.report, "Also write the HTML performance report to this file (like -f html)"),
+               "a file name for the HTML report", "report.html");
+    values.add(app.add_option("--max-depth", max_depth,
+                              "Deepest Python stack to collect (default: the most the kernel allows)"),
+               "a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH), "64");
+    values.add(app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux"),
+               "a BTF file", "vmlinux.btf");
     app.add_flag("-q,--quiet", o.quiet, "No live status line");
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
     app.add_option("command", o.command, "Command to launch and profile (after --)");
     app.positionals_at_end();
 
+    const std::vector<std::string> words(args.begin() + 1, args.end());
     try {
         app.parse(static_cast<int>(args.size()), args.data());
     } catch (const CLI::CallForHelp& e) {
@@ -164,8 +183,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         exit_code = app.exit(e);
         return false;
     } catch (const CLI::ParseError& e) {
-        return fail(std::string(e.what()) + "; see pybpfprof --help");
+        return fail(values.parse_error(app, e, words, "pybpfprof"));
     }
+    if (std::string e = values.value_taken_from_an_option(app, words, "pybpfprof"); !e.empty()) return fail(e);
 
     if (std::string error; !parse_pids(pids, o.pids, error)) return fail(error);
     if (!rate.empty() && (!parse_double(rate, o.rate_hz) || o.rate_hz < 1 || o.rate_hz > 10000))
