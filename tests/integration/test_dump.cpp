@@ -335,9 +335,11 @@ TEST(DumpErrors, NotPythonMissingPidAndNoTargetAreOneLineBadInput) {
     CmdResult not_py = run({pybpfprof_bin(), "dump", "--pid", std::to_string(sleeper.pid())});
     EXPECT_EQ(not_py.status, 2);
     EXPECT_NE(not_py.err.find("is not a CPython process"), std::string::npos) << not_py.err;
-    CmdResult missing = run({pybpfprof_bin(), "dump", "--pid", "4194304"});
+    // (A PID no process has now below pid_max: 4194304 is at or above any machine's pid_max.)
+    const std::string absent = std::to_string(unused_pid());
+    CmdResult missing = run({pybpfprof_bin(), "dump", "--pid", absent});
     EXPECT_EQ(missing.status, 2);
-    EXPECT_EQ(missing.err, "pybpfprof dump: no process with PID 4194304; check it with: ps -p 4194304\n");
+    EXPECT_EQ(missing.err, "pybpfprof dump: no process with PID " + absent + "; check it with: ps -p " + absent + "\n");
     CmdResult none = run({pybpfprof_bin(), "dump"});
     EXPECT_EQ(none.status, 2);
     EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none.err;

@@ -632,9 +632,27 @@ TEST_F(BadInput, FullDiskUnderStandardOutputAndTheReportFallsBack) {
     std::filesystem::remove(report_fallback);
 }
 
+// A PID no process has now, below pid_max (not 4194000 as before: it is above the pid_max of
+// 32768 many machines have, which --pid now names before looking for the process).
 TEST_F(BadInput, MissingPid) {
-    auto r = run({pybpfprof_bin(), "--pid", "4194000", "-d", "1", "-o", dir + "/x.json"});
-    expect_one_line_error(r, 2, "no process with PID 4194000");
+    const std::string pid = std::to_string(unused_pid());
+    auto r = run({pybpfprof_bin(), "--pid", pid, "-d", "1", "-o", dir + "/x.json"});
+    expect_one_line_error(r, 2, "no process with PID " + pid + "; check it with: ps -p " + pid);
+}
+
+// A PID at or above the kernel's pid_max is a positive whole number that no process on this
+// machine can have: it says so, with the highest PID there can be (before: "--pid must be a
+// process ID, a positive whole number (got '99999999')").
+TEST_F(BadInput, PidAbovePidMaxIsNoSuchProcess) {
+    const std::string up_to = "PIDs on this machine go up to " + std::to_string(pid_max() - 1) + ")\n";
+    for (const std::string& pid : {std::string("99999999"), std::to_string(pid_max())}) {
+        auto r = run({pybpfprof_bin(), "--pid", pid, "-d", "1", "-o", dir + "/x.json"});
+        expect_one_line_error(r, 2, "--pid " + pid + ": no such process (" + up_to);
+        EXPECT_EQ(r.err.find("positive whole number"), std::string::npos) << r.err;
+    }
+    auto d = run({pybpfprof_bin(), "dump", "--pid", "99999999"});
+    EXPECT_EQ(d.status, 2) << d.err;
+    EXPECT_EQ(d.err, "pybpfprof dump: --pid 99999999: no such process (" + up_to);
 }
 
 TEST_F(BadInput, UnwritableOutput) {

@@ -251,6 +251,18 @@ std::string read_file(const std::string& path) {
     return ss.str();
 }
 
+long pid_max() {
+    long n = 0;
+    std::ifstream("/proc/sys/kernel/pid_max") >> n;
+    return n;
+}
+
+pid_t unused_pid() {
+    for (long pid = pid_max() - 1; pid > 1; pid--)
+        if (!std::filesystem::exists("/proc/" + std::to_string(pid))) return static_cast<pid_t>(pid);
+    return 0;
+}
+
 namespace {
 struct TempRoot {
     std::string path;

@@ -114,6 +114,10 @@ std::string pyspy_bin();  // pybpfprof-py-spy
 std::string tool_path(const std::string& name);  // tests/tools/NAME in the source tree
 std::string read_file(const std::string& path);
 std::string temp_dir();  // a fresh directory, removed at exit
+// The test's own reading of /proc/sys/kernel/pid_max: every PID is below it.
+long pid_max();
+// A PID below pid_max that no process has now: the highest, the last the kernel hands out.
+pid_t unused_pid();
 // The test's own reading of mountinfo (not pybpfprof's): the cgroup2 mount with root "/"; "" if none.
 std::string cgroup2_mount();
 

@@ -1,6 +1,7 @@
 // Command-line parsing: modes, --cgroup, and the output format following -o's extension.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,29 @@ TEST(Options, NumberErrorsAreSentences) {
     EXPECT_EQ(ok.duration_s, 2.5);
     EXPECT_EQ(ok.rate_hz, 999);
     EXPECT_EQ(ok.max_depth, 64);
+}
+
+// A PID at or above the kernel's pid_max is a positive whole number that no process can have:
+// "no such process", with the highest PID this machine hands out (before: "must be a process
+// ID, a positive whole number (got '99999999')", and any PID up to 4194304 passed).
+TEST(Options, PidAbovePidMaxIsNoSuchProcess) {
+    long pid_max = 0;
+    std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+    ASSERT_GT(pid_max, 1);
+    const std::string up_to = " no such process (PIDs on this machine go up to " + std::to_string(pid_max - 1) + ")\n";
+    for (std::string pid : {std::to_string(pid_max), std::string("99999999"), std::string("99999999999999999999999")}) {
+        Options o;
+        int code = -1;
+        std::string err;
+        EXPECT_FALSE(parse({"--pid", pid}, o, code, &err)) << pid;
+        EXPECT_EQ(code, 2);
+        EXPECT_EQ(err, "pybpfprof: --pid " + pid + ":" + up_to);
+    }
+    // The highest PID there can be: whether a process has it is the run's question.
+    Options o;
+    int code = -1;
+    ASSERT_TRUE(parse({"--pid", std::to_string(pid_max - 1)}, o, code));
+    EXPECT_EQ(o.pids, std::vector<pid_t>{static_cast<pid_t>(pid_max - 1)});
 }
 
 TEST(Options, FormatNamesInAnyCaseAndUnknownExtensionsAreErrors) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,14 @@ TEST(PyspyOptions, BadInputIsOneSentence) {
         EXPECT_EQ(lines(p.err), 1u) << p.err;
         EXPECT_EQ(p.err.rfind("pybpfprof-py-spy: " + c.says, 0), 0u) << p.err;
     }
+    // A PID above the kernel's pid_max: no such process, not a bad number.
+    long pid_max = 0;
+    std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+    Parsed above = parse({"record", "-p", "99999999"});
+    EXPECT_FALSE(above.ok);
+    EXPECT_EQ(above.code, 2);
+    EXPECT_EQ(above.err, "pybpfprof-py-spy: -p/--pid 99999999: no such process (PIDs on this machine go up to " +
+                             std::to_string(pid_max - 1) + ")\n");
     Parsed none = parse({});
     EXPECT_FALSE(none.ok);
     EXPECT_EQ(none.code, 2);

@@ -11,6 +11,7 @@
 #include "cli/option_values.h"
 #include "export/exporter.h"
 #include "pybpfprof/abi.h"
+#include "sys/procfs.h"
 
 namespace pbp {
 
@@ -62,14 +63,33 @@ bool parse_duration_with_unit(const std::string& s, uint64_t& ns) {
     return false;
 }
 
+bool parse_pid(const std::string& opt, const std::string& s, pid_t& out, std::string& error) {
+    const bool digits =
+        !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return isdigit(static_cast<unsigned char>(c)); });
+    if (!digits || s.find_first_not_of('0') == std::string::npos) {
+        error = number_error(opt, s, "must be a process ID, a positive whole number");
+        return false;
+    }
+    // Every PID is below the kernel's pid_max, and pid_max is at most PID_MAX_LIMIT.
+    constexpr long kPidMaxLimit = 4194304;
+    const long pid_max = procfs::pid_max();
+    const long above = pid_max > 0 ? pid_max : kPidMaxLimit;
+    long long v = 0;
+    if (!parse_whole(s, 1, above - 1, v)) {  // (a number too long for parse_whole too)
+        error = opt + " " + s + ": no such process (" +
+                (pid_max > 0 ? "PIDs on this machine go up to " : "PIDs go up to at most ") +
+                std::to_string(above - 1) + ")";
+        return false;
+    }
+    out = static_cast<pid_t>(v);
+    return true;
+}
+
 bool parse_pids(const std::vector<std::string>& given, std::vector<pid_t>& out, std::string& error) {
     for (const std::string& p : given) {
-        long long v = 0;
-        if (!parse_whole(p, 1, 4194304, v)) {
-            error = number_error("--pid", p, "must be a process ID, a positive whole number");
-            return false;
-        }
-        out.push_back(static_cast<pid_t>(v));
+        pid_t pid = 0;
+        if (!parse_pid("--pid", p, pid, error)) return false;
+        out.push_back(pid);
     }
     return true;
 }

@@ -47,6 +47,9 @@ bool parse_options(int argc, char** argv, Options& opts, int& exit_code);
 bool parse_double(const std::string& s, double& out);
 // A whole number of digits only, from lo to hi.
 bool parse_whole(const std::string& s, long long lo, long long hi, long long& out);
+// One process ID, given as opt's value ("--pid", "-p/--pid"): a positive whole number below
+// the kernel's pid_max, or false + a one-line error (naming pid_max when it is above).
+bool parse_pid(const std::string& opt, const std::string& s, pid_t& out, std::string& error);
 // --pid values (pybpfprof's and pybpfprof dump's): process IDs, or false + a one-line error.
 bool parse_pids(const std::vector<std::string>& given, std::vector<pid_t>& out, std::string& error);
 std::string lower(std::string s);

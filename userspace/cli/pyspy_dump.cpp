@@ -97,11 +97,10 @@ int pyspy_dump(int argc, char** argv) {
                 if (i + 1 >= args.size()) return bad("-p/--pid needs a value; see " + std::string(kPyspyProgram) + " dump --help");
                 value = args[++i];
             }
-            long long pid = 0;
+            pid_t pid = 0;
             if (!req.pids.empty()) return bad("-p/--pid takes one process ID (py-spy dumps one process)");
-            if (!parse_whole(value, 1, 4194304, pid))
-                return bad("-p/--pid must be a process ID, a positive whole number (got '" + value + "')");
-            req.pids.push_back(static_cast<pid_t>(pid));
+            if (std::string error; !parse_pid("-p/--pid", value, pid, error)) return bad(error);
+            req.pids.push_back(pid);
             continue;
         }
         if (has_value) return bad(a + " takes no value (got '" + value + "')");

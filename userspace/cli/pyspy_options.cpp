@@ -168,13 +168,12 @@ bool apply(const Opt& opt, const std::string& v, Options& o, Flags& flags, int& 
     if (opt.unsupported) return fail(code, spelled(opt) + ": " + opt.unsupported);
     switch (opt.id) {
         case Id::Pid: {
-            long long pid = 0;
+            pid_t pid = 0;
             if (have_pid)
                 return fail(code, "-p/--pid takes one process ID (py-spy profiles one process; -s adds its "
                                   "subprocesses)");
-            if (!parse_whole(v, 1, 4194304, pid))
-                return fail(code, number_error(opt, v, "must be a process ID, a positive whole number"));
-            o.pids = {static_cast<pid_t>(pid)};
+            if (std::string error; !parse_pid(spelled(opt), v, pid, error)) return fail(code, error);
+            o.pids = {pid};
             have_pid = true;
             return true;
         }

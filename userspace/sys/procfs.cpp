@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -112,6 +113,11 @@ std::string exe(pid_t pid) {
 }
 
 bool exists(pid_t pid) { return access(("/proc/" + std::to_string(pid)).c_str(), F_OK) == 0; }
+
+long pid_max() {
+    const std::string text = slurp("/proc/sys/kernel/pid_max");
+    return text.empty() ? 0 : std::strtol(text.c_str(), nullptr, 10);
+}
 
 bool alive(pid_t pid) {
     auto st = read_status(pid);

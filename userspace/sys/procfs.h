@@ -40,6 +40,9 @@ std::string thread_comm(pid_t pid, pid_t tid);
 std::string cmdline(pid_t pid);  // argv joined by spaces
 std::string exe(pid_t pid);      // readlink /proc/PID/exe ("" if unreadable)
 bool exists(pid_t pid);
+// The kernel's pid_max (/proc/sys/kernel/pid_max): every PID on this machine is below it; 0
+// when it cannot be read.
+long pid_max();
 // It exists and has not exited: not a zombie its parent has yet to reap, nor dead.
 bool alive(pid_t pid);
 std::vector<pid_t> all_pids();
