@@ -789,6 +789,18 @@ TEST_F(BadInput, LaunchedCommandWithoutPythonWritesNothing) {
     EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// The run's length as asked, not rounded to whole seconds (before: "during the 2 s run" of this
+// -d 1.5 run, "during the 0 s run" of a -d 0.3 one).
+TEST_F(BadInput, NothingFoundSaysTheRunsLengthAsAsked) {
+    for (auto [d, says] : std::vector<std::pair<std::string, std::string>>{{"1.5", "1.5 s"}, {"0.3", "0.3 s"}}) {
+        const std::string out = dir + "/sleep.json";
+        auto r = run({pybpfprof_bin(), "-q", "-d", d, "-o", out, "--", "sleep", "3"});
+        expect_one_line_error(r, 2, "no CPython process was found in the launched command during the " + says +
+                                        " run; nothing was written");
+        EXPECT_FALSE(std::filesystem::exists(out));
+    }
+}
+
 // --mode wall on a kernel that refuses the scheduler programs (none of the kernels here does:
 // PYBPFPROF_FORCE_NO_WALL leaves them out as such a kernel would): one line naming the kernel,
 // the reason and the way out, exit 1, no file, and the command never started.

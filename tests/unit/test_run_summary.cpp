@@ -211,5 +211,48 @@ TEST(RunSummary, ThreadsByTimeUnderTheirNamesBusiestFirst) {
     EXPECT_NE(one.outcome().top.find("Threads by time"), std::string::npos) << "in the run's summary";
 }
 
+// The run's length as a person says it (before: rounded to whole seconds, "the 2 s run" of a
+// -d 1.5 run, "the 0 s run" of a -d 0.3 one), and as asked when the run lasted that long: the
+// clock's overshoot is the time to notice the deadline (a -d 1.5 run measures 1.59 s).
+TEST(RunSummary, TheRunsLengthIsSaidAsAskedOrMeasured) {
+    for (auto [s, text] : std::vector<std::pair<double, std::string>>{{1.5, "1.5"},
+                                                                      {10, "10"},
+                                                                      {0.3, "0.3"},
+                                                                      {2, "2"},
+                                                                      {1.593, "1.6"},
+                                                                      {9.97, "10"},
+                                                                      {10.05, "10"},
+                                                                      {125.4, "125"},
+                                                                      {0.322, "0.32"},
+                                                                      {0.042, "0.042"},
+                                                                      {0.0031, "0.003"},
+                                                                      {0, "0"}})
+        EXPECT_EQ(run_seconds_text(s), text) << s;
+
+    // A launched command in which no CPython was found: the line that ends the run.
+    auto nothing_found = [](double measured_s, double asked_s) {
+        OneThread one(ProfileMode::Cpu);
+        one.p.run.end_mono_ns = kStart + static_cast<uint64_t>(measured_s * 1e9);
+        RunFacts facts{0, true, false, false, {}, "", asked_s};
+        return run_outcome(one.p, facts, {}, 0, false).nothing_found;
+    };
+    EXPECT_EQ(nothing_found(1.593, 1.5),
+              "no CPython process was found in the launched command during the 1.5 s run; nothing was written");
+    EXPECT_NE(nothing_found(10.05, 10).find(" during the 10 s run;"), std::string::npos);
+    EXPECT_NE(nothing_found(0.322, 0.3).find(" during the 0.3 s run;"), std::string::npos);
+    // Ended before the duration (the command exited, Ctrl-C) or none asked: as measured.
+    EXPECT_NE(nothing_found(2.21, 5).find(" during the 2.2 s run;"), std::string::npos);
+    EXPECT_NE(nothing_found(0.0031, 0).find(" during the 0.003 s run;"), std::string::npos);
+
+    // A target never sampled says the same length.
+    OneThread idle(ProfileMode::Cpu);
+    idle.p.processes[4242].threads.clear();
+    RunFacts facts{1, true, false, false, {}, "", 1.5};
+    idle.p.run.end_mono_ns = kStart + 1'593'000'000;
+    EXPECT_NE(run_outcome(idle.p, facts, {}, 0, false).text("x.json").find(
+                  "pybpfprof: PID 4242 (python3) was not sampled during the 1.5 s run"),
+              std::string::npos);
+}
+
 }  // namespace
 }  // namespace pbp

@@ -521,6 +521,7 @@ void Server::start(Conn& c, const StartRequest& r) {
     c.facts.launched = r.launched_pid > 0;
     c.facts.all_python = r.all_python;
     c.facts.cgroups = !r.cgroups.empty();
+    c.facts.duration_s = sc.duration_s;
     log("session " + std::to_string(c.session_id) + " of " + who + " (pid " + std::to_string(caller.pid) +
         "): " + c.target + " at " + std::to_string(static_cast<int>(r.rate_hz)) + " Hz, mode " + r.mode);
     json started{{"v", kProtocolVersion}, {"type", "started"}, {"session", c.session_id}, {"rate_hz", r.rate_hz},

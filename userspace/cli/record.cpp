@@ -78,7 +78,7 @@ int run_record(const Options& o) {
     }
     status.finish();
     RunFacts facts{s->targets_ever(), s->launched(), o.all_python, !o.cgroups.empty(), s->exited_early(),
-                   s->first_refusal()};
+                   s->first_refusal(), o.duration_s};
     Profile profile = engine->stop(s);
     const RunOutcome outcome = run_outcome(profile, facts, engine->bpf_stats(), engine->config().knobs.debug);
     const ExportOptions options{o.group_by};

@@ -1,5 +1,7 @@
 #include "summary/run_outcome.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -11,11 +13,26 @@
 
 namespace pbp {
 
+std::string run_seconds_text(double s) {
+    if (!(s > 0)) return "0";
+    const int decimals = std::clamp(1 - static_cast<int>(std::floor(std::log10(s))), 0, 3);
+    char b[64];
+    snprintf(b, sizeof b, "%.*f", decimals, s);
+    std::string t = b;
+    if (t.find('.') != std::string::npos) {
+        while (t.back() == '0') t.pop_back();
+        if (t.back() == '.') t.pop_back();
+    }
+    return t;
+}
+
 RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
                        int debug, bool with_bpf_cost) {
     RunOutcome o;
     const RunInfo& run = profile.run;
-    o.duration_s = run.duration_s();
+    // A run that reached the duration asked lasted it: the clock's few more milliseconds are the
+    // time to notice the deadline and stop (a poll: up to 100 ms), not what was asked or sampled.
+    o.duration_s = facts.duration_s > 0 && run.duration_s() >= facts.duration_s ? facts.duration_s : run.duration_s();
     // A command, a machine or a cgroup with no CPython process in it: nothing to write, and
     // no empty file left behind.
     if (facts.targets_ever == 0 && (facts.launched || facts.all_python || facts.cgroups)) {
@@ -23,7 +40,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
                           (facts.launched ? std::string("in the launched command")
                            : facts.cgroups ? "in " + run.target
                                            : "on this machine") +
-                          " during the " + std::to_string(static_cast<int>(o.duration_s + 0.5)) + " s run" +
+                          " during the " + run_seconds_text(o.duration_s) + " s run" +
                           (facts.first_refusal.empty() ? "" : " (" + facts.first_refusal + ")") + "; nothing was written";
         return o;
     }
@@ -55,8 +72,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
 
 std::string RunOutcome::text(const std::string& written) const {
     std::string s;
-    char dur[32];
-    snprintf(dur, sizeof dur, "%.1f", duration_s);
+    const std::string dur = run_seconds_text(duration_s);
     for (auto& [pid, comm] : not_sampled) {
         if (mode.mode == ProfileMode::Gil) {
             // Its samples may all have been left out: not holding the GIL, or (said in the

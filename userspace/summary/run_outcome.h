@@ -27,6 +27,8 @@ struct RunFacts {
     std::set<pid_t> exited_early;
     // Why the first process found but not profiled was refused (Session::first_refusal), or "".
     std::string first_refusal;
+    // The duration asked (-d, or the agent's cap), 0 for none: a run that reached it lasted it.
+    double duration_s = 0;
 };
 
 struct RunOutcome {
@@ -36,7 +38,7 @@ struct RunOutcome {
     uint64_t truncated = 0;
     int max_depth = 0;
     std::string bpf_cost;              // bpf_cost_lines(), may be empty
-    double duration_s = 0;
+    double duration_s = 0;             // the run's: as asked when it ran that long, else as measured
     std::vector<std::pair<pid_t, std::string>> not_sampled;  // targets with no sample: pid, comm
     std::vector<std::pair<pid_t, uint64_t>> exited_early;    // pid, its samples kept
     std::string top;                   // top_functions()
@@ -45,6 +47,10 @@ struct RunOutcome {
     // The lines before "open it with", for the file written at 'written'.
     std::string text(const std::string& written) const;
 };
+
+// A run's length in seconds as a person says it: two significant digits, whole seconds from
+// 10 s up, no trailing zeros ("1.5", "10", "0.3", "0.042", "125").
+std::string run_seconds_text(double s);
 
 RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
                        int debug, bool with_bpf_cost = true);
