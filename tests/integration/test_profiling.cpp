@@ -839,20 +839,38 @@ TEST_F(BadInput, Python2IsRefusedAsPython2) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/l.json"));
 }
 
+// A Python child that exited and that its Python parent has not reaped: a zombie, with nothing
+// left to profile (before: "PID N (python3) is not a CPython process we can profile: it is a
+// zombie: ...; pass the PID of a python process").
 TEST_F(BadInput, ZombieIsCalledAZombie) {
-    // The shell's background child exits; sleep (exec'd in the shell's place) never reaps it.
-    Child parent({"sh", "-c", "true & exec sleep 30"}, dir);
-    pid_t zombie = 0;
-    for (int i = 0; i < 100 && !zombie; i++) {
-        usleep(20000);
-        std::istringstream kids(read_file("/proc/" + std::to_string(parent.pid()) + "/task/" +
-                                          std::to_string(parent.pid()) + "/children"));
-        pid_t k = 0;
-        if (kids >> k && read_file("/proc/" + std::to_string(k) + "/stat").find(") Z ") != std::string::npos) zombie = k;
+    Child parent({host_python().argv[0], "-c",
+                  "import os, time\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    os._exit(0)\n"
+                  "print(pid, flush=True)\n"
+                  "time.sleep(30)\n"},
+                 dir);
+    ASSERT_TRUE(parent.wait_for_out("\n", 30)) << parent.err();
+    const pid_t zombie = std::stoi(parent.out());
+    bool exited = false;
+    for (int i = 0; i < 100 && !exited; i++) {
+        exited = read_file("/proc/" + std::to_string(zombie) + "/stat").find(") Z ") != std::string::npos;
+        if (!exited) usleep(20000);
     }
-    ASSERT_NE(zombie, 0) << "no zombie child appeared";
+    ASSERT_TRUE(exited) << "PID " << zombie << " did not become a zombie";
+    std::string comm = read_file("/proc/" + std::to_string(zombie) + "/comm");  // python3.11, python3, ...
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    const std::string says = "PID " + std::to_string(zombie) + " (" + comm +
+                             ") is a zombie (it has exited and its parent PID " + std::to_string(parent.pid()) +
+                             " has not reaped it): there is nothing left to profile\n";
     auto r = run({pybpfprof_bin(), "--pid", std::to_string(zombie), "-d", "1", "-o", dir + "/x.json"});
-    expect_one_line_error(r, 2, "it is a zombie: it has exited, and its parent (PID " + std::to_string(parent.pid()));
+    expect_one_line_error(r, 2, says);
+    EXPECT_EQ(r.err, "pybpfprof: " + says);
+    EXPECT_EQ(r.err.find("not a CPython process"), std::string::npos) << r.err;
+    auto d = run({pybpfprof_bin(), "dump", "--pid", std::to_string(zombie)});
+    EXPECT_EQ(d.status, 2) << d.err;
+    EXPECT_EQ(d.err, "pybpfprof dump: " + says);
 }
 
 TEST_F(BadInput, CommandNotFound) {

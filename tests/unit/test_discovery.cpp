@@ -3,7 +3,9 @@
 // chroot, 3.9 and 3.13 inside the bullseye and trixie chroots), python started through ld.so,
 // non-Python processes and dead PIDs. Ground truth comes from the interpreter itself
 // (tests/tools/unit_discovery_target.py, via ctypes).
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +45,7 @@ const char* status_name(Discovery d) {
         case Discovery::NotYet: return "NotYet";
         case Discovery::Gone: return "Gone";
         case Discovery::Unsupported: return "Unsupported";
+        case Discovery::Zombie: return "Zombie";
     }
     return "?";
 }
@@ -340,6 +343,45 @@ TEST(DiscoveryNotPython, DeadPidIsGone) {
     r = d.discover(static_cast<pid_t>(pid_max + 1));
     EXPECT_EQ(r.status, Discovery::Gone) << describe(r);
     EXPECT_FALSE(r.reason.empty());
+}
+
+// Exited but not reaped: a zombie, whose reason names the parent that has not reaped it
+// (before: NotPython, so "PID N (python3) is not a CPython process we can profile: it is a
+// zombie: ..."). A main thread that exited while another thread runs on shows as a zombie in
+// /proc too, but its process lives on: not a zombie.
+TEST(DiscoveryNotPython, ZombieIsAZombieAndAnExitedMainThreadIsNot) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    ASSERT_GT(pid, 0);
+    siginfo_t si{};
+    ASSERT_EQ(waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOWAIT), 0);  // exited, not reaped
+    Discoverer d;
+    DiscoveryResult r = d.discover(pid);
+    EXPECT_EQ(r.status, Discovery::Zombie) << describe(r);
+    EXPECT_EQ(r.reason, "it has exited and its parent PID " + std::to_string(getpid()) + " has not reaped it");
+    ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
+    EXPECT_EQ(d.discover(pid).status, Discovery::Gone);
+
+    pid_t lead = fork();
+    if (lead == 0) {
+        pthread_t t;
+        pthread_create(&t, nullptr, [](void*) -> void* { for (;;) pause(); }, nullptr);
+        syscall(SYS_exit, 0);  // the main thread only (pthread_exit would unwind through gtest)
+    }
+    ASSERT_GT(lead, 0);
+    std::optional<pbp::procfs::Status> st;
+    for (int i = 0; i < 200; i++) {
+        st = pbp::procfs::read_status(lead);
+        if (st && st->state == 'Z') break;
+        usleep(10000);
+    }
+    ASSERT_TRUE(st && st->state == 'Z');
+    EXPECT_EQ(st->threads, 2);
+    r = d.discover(lead);
+    EXPECT_EQ(r.status, Discovery::NotPython) << describe(r);
+    EXPECT_EQ(r.reason, "its main thread has exited (1 other thread runs on), and its memory maps are read through it");
+    kill(lead, SIGKILL);
+    ASSERT_EQ(waitpid(lead, nullptr, 0), lead);
 }
 
 // procfs::alive: a running process is; one that exited is not, reaped or not (a zombie its

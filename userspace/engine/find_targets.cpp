@@ -18,6 +18,9 @@ Status discover_pid(Discoverer& d, pid_t pid, std::optional<PythonTarget>& out) 
         usleep(10000);
     }
     if (r.status == Discovery::Gone) return Status::bad_input("no process with PID " + p + "; check it with: ps -p " + p);
+    if (r.status == Discovery::Zombie)
+        return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") is a zombie (" + r.reason +
+                                 "): there is nothing left to profile");
     if (r.status == Discovery::Unsupported)
         return Status::bad_input("PID " + p + " (" + procfs::comm(pid) + ") cannot be profiled: " + r.reason);
     if (r.status != Discovery::Python)

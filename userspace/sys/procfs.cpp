@@ -42,6 +42,7 @@ std::optional<Status> parse_status(const std::string& path) {
         else if (key == "State") st.state = val.empty() ? '?' : val[0];
         else if (key == "Tgid") st.tgid = std::atoi(val.c_str());
         else if (key == "PPid") st.ppid = std::atoi(val.c_str());
+        else if (key == "Threads") st.threads = std::atoi(val.c_str());
         else if (key == "Uid") st.uid = std::atoi(val.c_str());
         else if (key == "voluntary_ctxt_switches" || key == "nonvoluntary_ctxt_switches")
             st.switches += std::strtoull(val.c_str(), nullptr, 10);

@@ -23,6 +23,7 @@ struct Status {
     std::string name;
     char state = '?';  // State: R running, S sleeping, D disk wait, Z zombie, ...
     pid_t tgid = 0, ppid = 0;
+    int threads = 0;  // Threads: the live ones, and the main thread until reaped
     std::vector<pid_t> nspid;  // NSpid: host first, innermost last
     uid_t uid = 0;
     // voluntary_ctxt_switches + nonvoluntary_ctxt_switches: unchanged between two reads of a

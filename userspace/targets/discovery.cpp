@@ -142,9 +142,19 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
     if (!maps) {
         r.status = procfs::exists(pid) ? Discovery::NotPython : Discovery::Gone;
         r.reason = r.status == Discovery::Gone ? "no such process" : "kernel thread or no memory maps";
-        if (auto st = procfs::read_status(pid); st && st->state == 'Z')
-            r.reason = "it is a zombie: it has exited, and its parent (PID " + std::to_string(st->ppid) +
-                       ") has not reaped it yet";
+        // A main thread that exited shows as a zombie too, but while other threads run the
+        // process lives on (Threads counts them, and the main thread until it is reaped).
+        if (auto st = procfs::read_status(pid); st && st->state == 'Z') {
+            if (st->threads <= 1) {
+                r.status = Discovery::Zombie;
+                r.reason = "it has exited and its parent PID " + std::to_string(st->ppid) + " has not reaped it";
+            } else {
+                const int others = st->threads - 1;
+                r.reason = "its main thread has exited (" + std::to_string(others) +
+                           (others == 1 ? " other thread runs on" : " other threads run on") +
+                           "), and its memory maps are read through it";
+            }
+        }
         return r;
     }
 

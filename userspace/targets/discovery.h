@@ -44,6 +44,7 @@ enum class Discovery {
     NotYet,      // may become Python: still in the dynamic loader, runtime not mapped yet
     Gone,        // process does not exist (any more)
     Unsupported, // CPython, but a version or build we cannot walk (reason says why)
+    Zombie,      // it has exited and its parent has not reaped it yet (reason names the parent)
 };
 
 struct DiscoveryResult {
