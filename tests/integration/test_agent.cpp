@@ -25,6 +25,7 @@
 #include "speedscope_reader.h"
 #include "sys/preflight.h"
 #include "test_support.h"
+#include "tmux_screen.h"
 
 namespace pbp::test {
 namespace {
@@ -114,6 +115,59 @@ TEST_F(Agent, UserProfilesOwnLaunchedCommand) {
     auto prof = read_speedscope(o);
     // About 3 s of one busy CPU at 99 Hz, less on a loaded machine.
     expect_hot_lines(prof, r.err, 50);
+}
+
+// Through the agent, on a real terminal (tmux, 100x12): the user's launched program prints its
+// lines above the status line, which keeps the bottom row (the client takes it before it forks
+// the command), and gives it back at the end; every line once, in order, none glued to it.
+TEST_F(Agent, StatusLineKeepsTheBottomRowForALaunchedCommand) {
+    PBP_REQUIRE(Tmux::installed(), "tmux is not installed (tools/install-deps)");
+    Tmux tmux;
+    const std::string o = out("pbp-test-a", "tty.json");
+    std::string cmd;
+    for (auto& w : as_user("pbp-test-a", {pybpfprof_bin(), "-d", "6", "-o", o, "--", "/usr/bin/python3",
+                                          source_dir() + "/tests/workloads/prints_lines.py", "3"},
+                           socket))
+        cmd += w + " ";
+    cmd += "; echo EXIT=$?; sleep 120";
+    ASSERT_TRUE(tmux({"new-session", "-d", "-s", "s", "-x", "100", "-y", "12", "sh", "-c", cmd}));
+    const std::regex status(R"(pybpfprof: \d+\.\ds of 6s  \d+ samples  [01] process(es)?  \d+ lost)");
+    const std::regex program_line(R"(\bline \d+)");
+    int status_under_lines = 0;
+    bool ended = false;
+    for (int i = 0; i < 600 && !ended; i++) {
+        std::this_thread::sleep_for(50ms);
+        auto rows = tmux.screen();
+        size_t line_rows = 0;
+        for (size_t r = 0; r < rows.size(); r++) {
+            if (rows[r].rfind("EXIT=", 0) == 0) ended = true;
+            if (std::regex_search(rows[r], status)) {
+                EXPECT_EQ(r, 11u) << "the status line off the bottom row:\n" << joined(rows);
+                EXPECT_TRUE(std::regex_match(rows[r], status)) << "glued: '" << rows[r] << "'";
+            }
+            if (std::regex_search(rows[r], program_line)) {
+                line_rows++;
+                EXPECT_TRUE(std::regex_match(rows[r], std::regex(R"(line \d+)"))) << "glued: '" << rows[r] << "'";
+            }
+        }
+        if (rows.size() == 12 && std::regex_match(rows[11], status) && line_rows >= 10) status_under_lines++;
+    }
+    ASSERT_TRUE(ended) << "the run did not end:\n" << joined(tmux.screen());
+    EXPECT_GE(status_under_lines, 3);
+    const std::string text = joined(tmux.screen(true));
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(done after (\d+) lines)"))) << text;
+    int next = 0;
+    for (auto& r : tmux.screen(true))
+        if (std::regex_match(r, m, std::regex(R"(line (\d+))"))) {
+            EXPECT_EQ(std::stoi(m[1]), next) << text;
+            next = std::stoi(m[1]) + 1;
+        }
+    EXPECT_EQ(std::to_string(next), std::regex_search(text, m, std::regex(R"(done after (\d+) lines)")) ? m[1].str() : "")
+        << text;
+    EXPECT_NE(text.find("EXIT=0"), std::string::npos) << text << agent.err();
+    EXPECT_NE(text.find("Wrote " + o), std::string::npos) << text;
+    for (auto& r : tmux.screen()) EXPECT_FALSE(std::regex_search(r, status)) << r;
 }
 
 // --mode and --min-block reach the agent's session, and its summary says so, as a root run's.

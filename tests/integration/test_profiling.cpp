@@ -18,6 +18,7 @@
 #include "sys/clock.h"
 #include "speedscope_reader.h"
 #include "test_support.h"
+#include "tmux_screen.h"
 
 namespace pbp::test {
 namespace {
@@ -363,33 +364,16 @@ TEST_P(Profiling, LiveStatusLineOnATerminal) {
     EXPECT_EQ(plain.err.find("\033[K"), std::string::npos) << plain.err;
 }
 
-// The live status line on a real terminal emulator: tmux, on a server of the test's own.
+// The live status line on a real terminal emulator (tmux).
 class LiveStatus : public ::testing::Test {
 protected:
     void SetUp() override {
         PBP_REQUIRE(can_run_bpf(), "needs root");
-        PBP_REQUIRE(run({"sh", "-c", "command -v tmux"}).status == 0, "tmux is not installed (tools/install-deps)");
+        PBP_REQUIRE(Tmux::installed(), "tmux is not installed (tools/install-deps)");
         dir = temp_dir();
-        static int n = 0;  // a server per test: a killed one's socket may linger a moment
-        tmux = {"tmux", "-f", "/dev/null", "-L", "pbp-status-" + std::to_string(getpid()) + "-" + std::to_string(n++)};
     }
-    void TearDown() override {
-        if (!tmux.empty()) run(with_args(tmux, {"kill-server"}));
-    }
-    bool tmux_do(std::initializer_list<std::string> args) {
-        auto r = run(with_args(tmux, args));
-        if (r.status != 0) ADD_FAILURE() << "tmux: " << r.err;
-        return r.status == 0;
-    }
-    // The rows on the screen (or the whole history), as tmux shows them.
-    std::vector<std::string> screen(bool history = false) {
-        auto r = history ? run(with_args(tmux, {"capture-pane", "-p", "-t", "s", "-S", "-"}))
-                         : run(with_args(tmux, {"capture-pane", "-p", "-t", "s"}));
-        std::vector<std::string> rows;
-        std::istringstream in(r.out);
-        for (std::string l; std::getline(in, l);) rows.push_back(l);
-        return rows;
-    }
+    bool tmux_do(std::initializer_list<std::string> args) { return tmux(args); }
+    std::vector<std::string> screen(bool history = false) { return tmux.screen(history); }
     std::string profile_lines(double seconds, double duration) {
         std::ostringstream d;
         d << duration;
@@ -399,7 +383,7 @@ protected:
                workload("prints_lines.py") + " " + sec.str();
     }
     std::string dir;
-    std::vector<std::string> tmux;
+    Tmux tmux;
 };
 
 // A launched program that prints while the status line is drawn, on a real terminal emulator
