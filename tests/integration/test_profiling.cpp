@@ -364,6 +364,31 @@ TEST_P(Profiling, LiveStatusLineOnATerminal) {
     EXPECT_EQ(plain.err.find("\033[K"), std::string::npos) << plain.err;
 }
 
+// -d ends the profile, not a launched program: one that runs on is named, with how to stop it
+// (its output may follow the shell's prompt); one that ended first is not.
+TEST(LaunchedCommand, StillRunningAfterTheRunIsSaid) {
+    PBP_REQUIRE(can_run_bpf(), "needs root");
+    const std::string dir = temp_dir();
+    auto r = run({pybpfprof_bin(), "-d", "1", "-o", dir + "/a.json", "--", host_python().argv[0],
+                  workload("prints_lines.py"), "6"},
+                 60);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m,
+                                  std::regex(R"(pybpfprof: PID (\d+) \(the launched command\) is still running: -d 1 )"
+                                             R"(ended the profile, not the program; stop it with: kill (\d+)\n)")))
+        << r.err;
+    EXPECT_EQ(m[1], m[2]);
+    const pid_t pid = std::stoi(m[1]);
+    EXPECT_EQ(kill(pid, 0), 0) << "it runs on";
+    kill(pid, SIGKILL);
+    auto quick = run({pybpfprof_bin(), "-d", "5", "-o", dir + "/b.json", "--", host_python().argv[0],
+                      workload("prints_lines.py"), "0.5"},
+                     60);
+    ASSERT_EQ(quick.status, 0) << quick.err;
+    EXPECT_EQ(quick.err.find("still running"), std::string::npos) << quick.err;
+}
+
 // The live status line on a real terminal emulator (tmux).
 class LiveStatus : public ::testing::Test {
 protected:

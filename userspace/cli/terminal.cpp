@@ -69,6 +69,16 @@ void Printer::operator()(const EngineEvent& e) const {
     }
 }
 
+void say_launched_still_running(const Options& o, pid_t pid) {
+    if (pid <= 0 || o.quiet || g_stop_signal == SIGINT) return;
+    char by[64];
+    if (g_stop_signal == SIGTERM) snprintf(by, sizeof by, "SIGTERM");
+    else if (g_stop_signal == SIGHUP) snprintf(by, sizeof by, "SIGHUP");
+    else snprintf(by, sizeof by, "-d %g", o.duration_s);
+    err("PID " + std::to_string(pid) + " (the launched command) is still running: " + std::string(by) +
+        " ended the profile, not the program; stop it with: kill " + std::to_string(pid));
+}
+
 std::string status_text(const Options& o, uint64_t elapsed_ns, uint64_t samples, size_t procs, uint64_t lost) {
     char took[64];
     if (o.duration_s > 0) snprintf(took, sizeof took, "%.1fs of %gs", elapsed_ns / 1e9, o.duration_s);

@@ -98,6 +98,10 @@ Session::~Session() = default;
 
 uint64_t Session::sample_count() const { return agg_->sample_count(); }
 
+pid_t Session::launched_running() const {
+    return launcher_ && !launcher_->poll_exit() ? launched_pid_ : 0;
+}
+
 size_t Session::memory_bytes() const { return agg_->memory_bytes(); }
 
 bool Session::admits(pid_t pid, std::string* why) const {

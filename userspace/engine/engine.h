@@ -183,6 +183,9 @@ public:
     const std::string& first_refusal() const { return first_refusal_; }
 
     bool launched() const { return launched_pid_ > 0; }
+    // The launched command's PID while it runs on (the run ended before it: -d, a signal to
+    // pybpfprof alone), else 0. Only for a command this session launched.
+    pid_t launched_running() const;
     // Bytes this session's samples hold (for the agent's per-session memory limit).
     size_t memory_bytes() const;
     const SessionConfig& config() const { return cfg_; }
