@@ -38,8 +38,9 @@ def _umask():
 def write_atomically(path, data):
     """Writes data to path as the CLI does (write_file_atomically in output_file.cpp): into
     a new file next to it, flushed to disk, then renamed over it, so that a full disk or a
-    kill leaves an existing file as it was. The new file has the caller's owner and the
-    permissions of an ordinary new file (0666 less the umask). A symbolic link is followed
+    kill leaves an existing file as it was. A new file has the caller's owner and the
+    permissions of an ordinary new file (0666 less the umask); a file replaced keeps its
+    permissions, and its owner and group where the caller may give them. A symbolic link is followed
     (its target is replaced); a path that exists and is no regular file (/dev/null, a FIFO)
     is written in place. The new file is flock'ed until it is renamed, as the CLI's is: the
     CLI removes a file of that name only when its lock is free (a writer killed before its
@@ -62,7 +63,14 @@ def write_atomically(path, data):
     directory = directory or "."
     fd, tmp = tempfile.mkstemp(prefix="." + name + ".tmp-", dir=directory)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        if st is None:
+            os.fchmod(fd, 0o666 & ~_umask())
+        else:
+            try:
+                os.fchown(fd, st.st_uid, st.st_gid)
+            except OSError:
+                pass  # another's file, which the directory let this user replace: now theirs
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & 0o777)
         with os.fdopen(fd, "wb") as f:
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX)

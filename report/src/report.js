@@ -1140,7 +1140,7 @@
     document.getElementById('summary').replaceChildren(...items.map(([k, v]) =>
       el('div', { class: 'item', 'data-key': k.toLowerCase() }, el('span', { class: 'k', text: k }), el('span', { class: 'v', text: v }))));
     const notes = [];
-    if (run.truncated) notes.push(`${fmtInt(run.truncated)} samples were deeper than ${run.max_depth} frames and are marked [truncated].`);
+    if (run.truncated) notes.push(`${fmtInt(run.truncated)} samples were deeper than ${run.max_depth} frames: their innermost ${run.max_depth} frames are kept, under a [truncated] frame where the outer ones were.`);
     if (run.lost) notes.push(`${fmtInt(run.lost)} samples were lost (ring buffer full).`);
     const lossy = D.bins.lossy;
     const amount = n => inSamples ? `${fmtInt(n)} samples` : fmtSec(n * unitS);

@@ -760,6 +760,23 @@ TEST_F(BadInput, OptionWithoutItsValueSaysWhatItWants) {
 }
 
 // -o - writes the profile to standard output, and only it: messages stay on stderr.
+// The report and the profile in one place is refused before anything runs: --report naming
+// the -o file (it replaced the profile, and the run said to open it in speedscope, exit 0), and
+// both on standard output (the JSON followed by the HTML). The file already there is untouched.
+TEST_F(BadInput, ReportAndProfileInOnePlace) {
+    const std::string target = dir + "/same.json";
+    { std::ofstream(target) << "{\"earlier\":1}\n"; }
+    for (auto report : {target, dir + "/./same.json"}) {
+        auto r = run({pybpfprof_bin(), "-d", "1", "-o", target, "--report", report, "--", host_python().argv[0], "-c",
+                      "pass"});
+        expect_one_line_error(r, 2, "is the -o file too, and the report would replace the profile");
+    }
+    EXPECT_EQ(read_file(target), "{\"earlier\":1}\n");
+    auto r = run({pybpfprof_bin(), "-d", "1", "-o", "-", "--report", "-", "--", host_python().argv[0], "-c", "pass"});
+    expect_one_line_error(r, 2, "-o - and --report - would both write to standard output");
+    EXPECT_EQ(r.out, "");
+}
+
 TEST_F(BadInput, DashOutputIsStandardOutput) {
     Child target({host_python().argv[0], source_dir() + "/tests/workloads/cpu_split.py", "30"}, dir);
     usleep(300000);

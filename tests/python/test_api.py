@@ -309,6 +309,20 @@ class WriteAtomically(unittest.TestCase):
         self.assertEqual(os.listdir(d), ["p.json"])
 
 
+    def test_a_replaced_file_keeps_its_mode(self):
+        """A profile its owner made private stays private when written again."""
+        from pybpfprof import api
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "private.json")
+        with open(path, "wb") as f:
+            f.write(b"old")
+        os.chmod(path, 0o600)
+        api.write_atomically(path, b"{}")
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), b"{}")
+
+
 class FormatTable(unittest.TestCase):
     """The one table in pybpfprof.formats is the CLI's (userspace/export)."""
 

@@ -115,6 +115,30 @@ TEST(OutputFile, ReplacesTheOldFileWhole) {
     EXPECT_EQ(read_all(dir + "/rel.txt"), "x");
 }
 
+// The file replaced keeps its mode, owner and group: a profile its owner made private (0600)
+// stays private when root writes it again (it became 0644 and root's, by umask).
+TEST(OutputFile, ReplacingKeepsTheOldFilesModeAndOwner) {
+    std::string dir = test::temp_dir();
+    std::string path = dir + "/private.json";
+    write_plain(path, old_bytes());
+    ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+    const bool root = geteuid() == 0;
+    if (root) ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);  // nobody:nogroup
+    mode_t old_mask = umask(022);
+    std::string error;
+    bool ok = write_file_atomically(path, [](std::ostream& o) { o << "{\"a\":2}\n"; }, error);
+    umask(old_mask);
+    ASSERT_TRUE(ok) << error;
+    EXPECT_EQ(read_all(path), "{\"a\":2}\n");
+    struct stat st{};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    if (root) {
+        EXPECT_EQ(st.st_uid, 65534u);
+        EXPECT_EQ(st.st_gid, 65534u);
+    }
+}
+
 TEST(OutputFile, AWriterThatThrowsLeavesTheTargetAlone) {
     std::string dir = test::temp_dir();
     std::string path = dir + "/out.pb.gz";

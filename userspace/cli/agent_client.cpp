@@ -191,7 +191,8 @@ int run_via_agent(const Options& o, const std::string& path) {
         if (!g_stop_signal) status.draw(start, samples, procs, lost);
     }
     status.finish();
-    if (!o.command.empty() && !agent_gone && !launcher.poll_exit()) say_launched_still_running(o, launcher.pid());
+    if (!o.command.empty() && !agent_gone && procs > 0 && !launcher.poll_exit())
+        say_launched_still_running(o, launcher.pid());
     if (agent_gone) {
         err("lost the connection to the agent (" + error + "); its samples are gone; is the agent running? (systemctl "
             "status pybpfprof-agent)");

@@ -1,11 +1,14 @@
 #include "cli/options.h"
 
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/option_values.h"
@@ -17,6 +20,16 @@ namespace pbp {
 
 namespace {
 
+// a and b name one file: the same path once absolute and normal (it need not exist yet), or,
+// for files that exist, the same inode (a hard or symbolic link).
+bool same_path(const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+    if (!ea && !eb && ca == cb) return true;
+    struct stat sa{}, sb{};
+    return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 // A number option as a sentence when it is wrong, never CLI11's raw range text: the value
 // is parsed here, and 'what' says what it must be.
 std::string number_error(const std::string& opt, const std::string& value, const std::string& what) {
@@ -26,7 +39,8 @@ std::string number_error(const std::string& opt, const std::string& value, const
 constexpr const char* kExitCodes =
     "Exit codes: 0 ok; 1 cannot profile (privileges, kernel, BPF, writing the output: the samples then go to a\n"
     "fallback file named on stderr); 2 bad input (arguments, a PID that does not exist or is not CPython, an\n"
-    "output directory that does not exist, no CPython process found in a launched command); 3 a --pid target\n"
+    "output directory that does not exist, no CPython process found in a launched command, a --cgroup or\n"
+    "--all-python run); 3 a --pid target\n"
     "exited during the run (its samples are kept and written).";
 
 }  // namespace
@@ -245,6 +259,12 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                         ", or end the name in " + known_extensions_text());
         o.format = guessed;
     }
+    // The report and the profile in one place: one would replace or follow the other.
+    if (!o.report.empty() && o.report == "-" && o.output == "-")
+        return fail("-o - and --report - would both write to standard output; send one of them to a file");
+    if (!o.report.empty() && o.report != "-" && !o.output.empty() && o.output != "-" && same_path(o.output, o.report))
+        return fail("--report " + o.report + " is the -o file too, and the report would replace the profile; give "
+                    "the report a name of its own (e.g. --report report.html)");
     // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
     int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());
     if (modes == 0)

@@ -153,7 +153,8 @@ int finish(const Options& o, const RunOutcome& outcome, const Exporter& ex, cons
     std::cerr << outcome.text(written);
     if (!outcome.exited_early.empty() && !code) code = kExitTargetExited;
     if (written != "standard output") std::cerr << "  " << ex.how_to_open(written) << "\n";
-    if (!report_written.empty())
+    if (report_written == "standard output") std::cerr << "  report written to standard output\n";
+    else if (!report_written.empty())
         std::cerr << "  report " << report_written << ": " << html_report_how_to_open(report_written) << "\n";
     if (!o.no_summary) std::cerr << outcome.top;
     return code;

@@ -77,7 +77,8 @@ int run_record(const Options& o) {
         if (!g_stop_signal) status.draw(start, s->sample_count(), s->targets_ever(), engine->lost());
     }
     status.finish();
-    say_launched_still_running(o, s->launched_running());
+    // (Not when nothing was profiled: that run ends in a one-line error.)
+    if (s->targets_ever() > 0) say_launched_still_running(o, s->launched_running());
     RunFacts facts{s->targets_ever(), s->launched(), o.all_python, !o.cgroups.empty(), s->exited_early(),
                    s->first_refusal(), o.duration_s};
     Profile profile = engine->stop(s);

@@ -148,7 +148,9 @@ bool write_file_atomically(const std::string& path_in, const std::function<void(
         char resolved[PATH_MAX];
         if (realpath(path.c_str(), resolved)) path = resolved;
     }
+    bool replacing = false;
     if (stat(path.c_str(), &st) == 0) {
+        replacing = true;
         if (S_ISDIR(st.st_mode)) {
             error = strerror(EISDIR);
             return false;
@@ -180,6 +182,13 @@ bool write_file_atomically(const std::string& path_in, const std::function<void(
         return false;
     }
     flock(fd, LOCK_EX);  // held until renamed: remove_abandoned_temporaries leaves it alone
+    if (replacing) {
+        // The file it replaces keeps its permissions (a profile its owner made private stays
+        // private), and its owner and group where this process may give them (root may; a
+        // user writing over another's file, which the directory allowed, takes it over).
+        (void)!fchown(fd, st.st_uid, st.st_gid);
+        fchmod(fd, st.st_mode & 0777);
+    }
 
     bool ok = fill_fd(fd, fill, error);
     if (ok && fsync(fd) != 0) error = errno_text(), ok = false;

@@ -12,7 +12,7 @@ std::string bpf_cost_lines(const RunInfo& run, const std::vector<uint64_t>& st, 
     if (st.size() < PBP_STAT_COUNT) return "";
     if (st[PBP_STAT_SAMPLES])
         out << "  BPF: " << st[PBP_STAT_SAMPLE_NS] / st[PBP_STAT_SAMPLES] << " ns per profiled sample ("
-            << st[PBP_STAT_SAMPLES] << " samples), max depth " << run.max_depth
+            << st[PBP_STAT_SAMPLES] << (st[PBP_STAT_SAMPLES] == 1 ? " sample), max depth " : " samples), max depth ") << run.max_depth
             << (run.bpf_loop ? " (bpf_loop)" : " (no bpf_loop on this kernel)") << "\n";
     if (run.bpf_run_cnt)
         out << "  bpf_stats: " << run.bpf_run_time_ns / run.bpf_run_cnt << " ns per perf event over all CPUs ("

@@ -85,9 +85,12 @@ std::string RunOutcome::text(const std::string& written) const {
         s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") was not sampled during the " + dur +
              " s run (it used less than one sample period of CPU); its profile is empty\n";
     }
-    for (auto& [pid, n] : exited_early)
-        s += "pybpfprof: PID " + std::to_string(pid) + " exited during the run; its " + std::to_string(n) +
-             " samples are kept in " + written + "\n";
+    for (auto& [pid, n] : exited_early) {
+        const std::string kept = n == 0   ? std::string("it had no samples")
+                                 : n == 1 ? "its 1 sample is kept in " + written
+                                          : "its " + std::to_string(n) + " samples are kept in " + written;
+        s += "pybpfprof: PID " + std::to_string(pid) + " exited during the run; " + kept + "\n";
+    }
     s += "Wrote " + written + counts + "\n";
     s += mode_lines(mode);
     if (truncated)
