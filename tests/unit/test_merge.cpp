@@ -567,7 +567,16 @@ TEST(MergeCommand, BadInputIsOneLineAndExitTwo) {
                "--label 2:role=x: there is no input 2 (inputs are 1 to 1)");
     auto r = test::run({test::pybpfprof_bin(), "merge", a});
     EXPECT_EQ(r.status, 2);
-    EXPECT_NE(r.err.find("pybpfprof: merge: --output is required"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err, "pybpfprof: merge: -o is needed: the file to write the merged run to (e.g. pybpfprof merge -o "
+                     "merged.html a.pbp b.pbp)\n");
+    auto none = test::run({test::pybpfprof_bin(), "merge", "-o", f.dir + "/out.html"});
+    EXPECT_EQ(none.status, 2);
+    EXPECT_EQ(none.err, "pybpfprof: merge: no runs to merge; give one or more of pybpfprof's .pbp files (e.g. "
+                        "pybpfprof merge -o merged.html a.pbp b.pbp)\n");
+    auto group = test::run({test::pybpfprof_bin(), "merge", "--group-by", "foo", "-o", f.dir + "/out.html", a});
+    EXPECT_EQ(group.status, 2);
+    EXPECT_EQ(group.err, "pybpfprof: merge: --group-by: foo is not a grouping; choose process (one profile per "
+                         "process, the default) or pod (one per Kubernetes pod); see pybpfprof merge --help\n");
     auto help = test::run({test::pybpfprof_bin(), "merge", "--help"});
     EXPECT_EQ(help.status, 0);
     EXPECT_NE(help.out.find("Exit codes: 0 ok; 1 the output could not be written"), std::string::npos) << help.out;

@@ -171,8 +171,12 @@ TEST(Options, CgroupIsAModeOfItsOwn) {
     EXPECT_FALSE(parse({"--cgroup", "x", "--pid", "1"}, bad, code));
     EXPECT_EQ(code, 2);
     Options badgroup;
-    EXPECT_FALSE(parse({"-a", "--group-by", "node"}, badgroup, code));
+    std::string error;
+    EXPECT_FALSE(parse({"-a", "--group-by", "node"}, badgroup, code, &error));
     EXPECT_EQ(code, 2);
+    EXPECT_EQ(error, "pybpfprof: --group-by: node is not a grouping; choose process (one profile per process, the "
+                     "default) or pod (one per Kubernetes pod); see pybpfprof --help\n")
+        << "not CLI11's 'node not in {process,pod}'";
 }
 
 // --mode and --min-block: the mode by name in any case, the minimum with its unit, and every

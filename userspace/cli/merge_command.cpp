@@ -99,10 +99,10 @@ int merge_command(int argc, char** argv) {
     std::string formats;
     for (auto& n : exporter_names()) formats += (formats.empty() ? "" : "|") + n;
     OptionValues values;  // what each option wants, for the one given none
-    app.add_option("inputs", inputs, "Profiles in pybpfprof's own format (.pbp), gzipped or not")->required();
-    values.add(app.add_option("-o,--output", o.output, "Output file, or - for standard output"),
-               "a file name, or - for standard output", "merged.html")
-        ->required();
+    // Both needed, and checked after the parse: CLI11's "inputs is required" is no sentence.
+    app.add_option("inputs", inputs, "Profiles in pybpfprof's own format (.pbp), gzipped or not");
+    values.add(app.add_option("-o,--output", o.output, "Output file, or - for standard output (required)"),
+               "a file name, or - for standard output", "merged.html");
     values.add(app.add_option("-f,--format", format,
                               "Output format: " + formats + " (default: from the -o extension; speedscope for -o -)"),
                "an output format, one of " + formats, "html");
@@ -117,7 +117,7 @@ int merge_command(int argc, char** argv) {
                "a name for the merged run", "nightly-etl");
     values.add(app.add_option("--group-by", o.group_by, "Group outputs by process (default) or by pod"),
                "process or pod", "pod")
-        ->check(CLI::IsMember({"process", "pod"}));
+        ->check(group_by_check());
     values.add(app.add_option("--report", o.report, "Also write the HTML performance report to this file"),
                "a file name for the HTML report", "report.html");
     std::vector<std::string> task_files;
@@ -140,6 +140,16 @@ int merge_command(int argc, char** argv) {
     }
     if (std::string e = values.value_taken_from_an_option(app, words, "pybpfprof merge"); !e.empty()) {
         err("merge: " + e);
+        return kExitBadInput;
+    }
+    if (o.output.empty()) {
+        err("merge: -o is needed: the file to write the merged run to (e.g. pybpfprof merge -o merged.html a.pbp "
+            "b.pbp)");
+        return kExitBadInput;
+    }
+    if (inputs.empty()) {
+        err("merge: no runs to merge; give one or more of pybpfprof's .pbp files (e.g. pybpfprof merge -o "
+            "merged.html a.pbp b.pbp)");
         return kExitBadInput;
     }
 

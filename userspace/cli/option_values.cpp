@@ -67,6 +67,16 @@ bool is_an_option_of(const CLI::App& app, const std::string& word) {
 
 }  // namespace
 
+CLI::Validator group_by_check() {
+    return CLI::Validator(
+        [](std::string& v) -> std::string {
+            if (v == "process" || v == "pod") return "";
+            return v + " is not a grouping; choose process (one profile per process, the default) or pod (one per "
+                       "Kubernetes pod)";
+        },
+        "process|pod");
+}
+
 CLI::Option* OptionValues::add(CLI::Option* opt, std::string what, std::string example) {
     wanted_[opt] = {std::move(what), std::move(example)};
     return opt;

@@ -11,6 +11,10 @@
 
 namespace pbp {
 
+// The check of --group-by (pybpfprof and pybpfprof merge), as a sentence that says what each
+// grouping does, not CLI11's "foo not in {process,pod}".
+CLI::Validator group_by_check();
+
 class OptionValues {
 public:
     // opt takes a value: what it is ("a number of seconds") and one for the example ("10").

@@ -160,7 +160,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                             "Group outputs by process (default) or by pod: one speedscope profile and one folded "
                             "root per pod"),
              "process or pod", "pod")
-        ->check(CLI::IsMember({"process", "pod"}));
+        ->check(group_by_check());
     values.add(app.add_option("-r,--rate", rate, "Samples per second per CPU, 1 to 10000 (default 99)"),
                "a number of samples per second from 1 to 10000", "999");
     values.add(app.add_option("-d,--duration", duration,
