@@ -98,6 +98,17 @@ def write_atomically(path, data):
         os.close(dfd)
 
 
+def _same_file(a, b):
+    """a and b name one file: the same path once resolved (it need not exist yet), or, for files
+    that exist, the same inode. As the CLI's same_path (userspace/cli/options.cpp)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _check_writable_dir(path, what):
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
@@ -137,6 +148,9 @@ class Profile(object):
                              % (format, ", ".join(format_names())))
         self.format = fmt
         self.report_path = os.fspath(report) if report is not None else None
+        if self.report_path is not None and _same_file(self.path, self.report_path):
+            raise ValueError("report=%s is the profile's path too, and the report would replace the profile; "
+                             "give the report a name of its own" % self.report_path)
         # Checked now, before anything starts (a session refused later would lose nothing,
         # but a typo in a path is better said at once).
         self._session = Session(pids=pids, children=children, rate=rate, duration=duration, format=fmt,

@@ -323,6 +323,22 @@ class WriteAtomically(unittest.TestCase):
             self.assertEqual(f.read(), b"{}")
 
 
+class ReportPath(unittest.TestCase):
+    """report= naming the profile's own file is refused before anything starts, as the CLI's
+    --report naming its -o file: the report would replace the profile."""
+
+    def test_report_and_profile_in_one_place(self):
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "p.json")
+        for report in (path, os.path.join(d, ".", "p.json")):
+            with self.assertRaises(ValueError) as cm:
+                pybpfprof.profile(path, pids=[os.getpid()], report=report)
+            self.assertIn("the report would replace the profile", str(cm.exception))
+        self.assertEqual(os.listdir(d), [])
+        # A report of its own is accepted (nothing starts until the block).
+        pybpfprof.profile(path, pids=[os.getpid()], report=os.path.join(d, "r.html"))
+
+
 class FormatTable(unittest.TestCase):
     """The one table in pybpfprof.formats is the CLI's (userspace/export)."""
 
@@ -1268,7 +1284,7 @@ class RootDirect(Helpers):
 
 
 def load_tests(loader, standard_tests, pattern):
-    classes = [FormatTable, WriteAtomically, ProtocolClient, SessionAgainstAScriptedAgent]
+    classes = [FormatTable, WriteAtomically, ReportPath, ProtocolClient, SessionAgainstAScriptedAgent]
     if MODE == "agent":
         classes += [NoAgent, AgentApi]
     elif MODE == "root":
