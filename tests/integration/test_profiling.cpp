@@ -364,6 +364,33 @@ TEST_P(Profiling, LiveStatusLineOnATerminal) {
     EXPECT_EQ(plain.err.find("\033[K"), std::string::npos) << plain.err;
 }
 
+// The status line's process count is the number profiled so far, the one the summary gives at
+// the end: forked children that ran Python for 40 ms and exec'd /bin/true are never announced,
+// yet their samples are in the profile. Before, it counted only the announced ones ("1 process"
+// to the end, then "Wrote ...: 9 processes").
+TEST(StatusLine, CountsEveryProcessProfiledSoFar) {
+    PBP_REQUIRE(can_run_bpf(), "needs root");
+    const std::string dir = temp_dir();
+    const std::string cmd = pybpfprof_bin() + " -r 499 -d 3 -o " + dir + "/f.json -- " + host_python().argv[0] + " " +
+                            workload("forks_briefly.py") + " 8 4";
+    auto r = run({"script", "-q", "-e", "-c", cmd, "/dev/null"}, 60);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(Wrote \S+: \d+ samples, (\d+) processes)"))) << r.out;
+    const int summary = std::stoi(m[1]);
+    EXPECT_GE(summary, 5) << "the parent and most of its 8 children have samples:\n" << r.out;
+    // The last status line drawn (after every child had exited) says as many.
+    const std::regex status(R"(pybpfprof: (\d+\.\d)s of 3s  \d+ samples  (\d+) process(es)?  \d+ lost)");
+    int last = -1;
+    double last_s = 0;
+    for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), status); it != std::sregex_iterator(); ++it) {
+        last = std::stoi((*it)[2]);
+        last_s = std::stod((*it)[1]);
+    }
+    ASSERT_GE(last_s, 2.0) << r.out;
+    EXPECT_EQ(last, summary) << r.out;
+}
+
 // -d ends the profile, not a launched program: one that runs on is named, with how to stop it
 // (its output may follow the shell's prompt); one that ended first is not.
 TEST(LaunchedCommand, StillRunningAfterTheRunIsSaid) {

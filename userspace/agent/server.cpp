@@ -686,7 +686,7 @@ void Server::housekeeping(uint64_t now) {
                      {"type", "progress"},
                      {"elapsed_s", (now - c.start_ns) / 1e9},
                      {"samples", c.session->sample_count()},
-                     {"processes", c.session->targets_ever()},
+                     {"processes", c.session->processes_so_far()},
                      {"lost", engine_->lost()}});
         }
     }

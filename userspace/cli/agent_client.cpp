@@ -5,10 +5,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <set>
 
 #include "agent/protocol.h"
 #include "export/dump_document.h"
@@ -142,6 +144,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     const uint64_t start = mono_ns();
     uint64_t samples = 0, lost = 0;
     size_t procs = 0;
+    std::set<pid_t> announced;  // TargetAdded events' PIDs
     // Until the session starts: its events, then 'started' (or an error).
     for (;;) {
         agent::Message m;
@@ -149,7 +152,11 @@ int run_via_agent(const Options& o, const std::string& path) {
             return err("the agent did not start the session: " + error), give_up(kExitError);
         const std::string type = m.header.value("type", "");
         if (type == "error") return give_up(error_exit(m.header));
-        if (type == "event") printer(to_event(m.header));
+        if (type == "event") {
+            const EngineEvent e = to_event(m.header);
+            if (e.kind == EngineEvent::TargetAdded) announced.insert(e.pid);
+            printer(e);
+        }
         if (type == "started") break;
     }
     if (!o.command.empty()) {
@@ -176,8 +183,11 @@ int run_via_agent(const Options& o, const std::string& path) {
                 break;
             }
             const std::string type = m.header.value("type", "");
-            if (type == "event") printer(to_event(m.header));
-            else if (type == "progress") {
+            if (type == "event") {
+                const EngineEvent e = to_event(m.header);
+                if (e.kind == EngineEvent::TargetAdded) announced.insert(e.pid);
+                printer(e);
+            } else if (type == "progress") {
                 samples = m.header.value("samples", uint64_t{0});
                 procs = m.header.value("processes", size_t{0});
                 lost = m.header.value("lost", uint64_t{0});
@@ -188,6 +198,9 @@ int run_via_agent(const Options& o, const std::string& path) {
                 return code;
             }
         }
+        // The agent's count (announced and sampled processes) arrives every 250 ms; the
+        // processes announced so far are counted before it does.
+        procs = std::max(procs, announced.size());
         if (!g_stop_signal) status.draw(start, samples, procs, lost);
     }
     status.finish();

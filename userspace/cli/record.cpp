@@ -74,7 +74,7 @@ int run_record(const Options& o) {
             err(std::string("ring buffer poll failed: ") + strerror(-n));
             break;
         }
-        if (!g_stop_signal) status.draw(start, s->sample_count(), s->targets_ever(), engine->lost());
+        if (!g_stop_signal) status.draw(start, s->sample_count(), s->processes_so_far(), engine->lost());
     }
     status.finish();
     // (Not when nothing was profiled: that run ends in a one-line error.)

@@ -98,6 +98,13 @@ Session::~Session() = default;
 
 uint64_t Session::sample_count() const { return agg_->sample_count(); }
 
+size_t Session::processes_so_far() const {
+    std::set<pid_t> seen = announced_;
+    for (auto& [_, pr] : agg_->samples().processes)
+        if (!pr.threads.empty()) seen.insert(static_cast<pid_t>(pr.pid));
+    return seen.size();
+}
+
 pid_t Session::launched_running() const {
     return launcher_ && !launcher_->poll_exit() ? launched_pid_ : 0;
 }

@@ -176,6 +176,10 @@ public:
     size_t targets_now() const { return targets_.size(); }
     // Processes profiled so far: announced (TargetAdded), i.e. seen running Python.
     size_t targets_ever() const { return announced_.size(); }
+    // Processes profiled so far, as the live status line counts them: those announced and
+    // those with samples (a forked child that ran Python briefly and exec'd is never announced,
+    // yet its samples are in the profile and in the summary's count).
+    size_t processes_so_far() const;
     // --pid targets that exited during the run (their samples are kept).
     const std::set<pid_t>& exited_early() const { return exited_early_; }
     // Why the first process it found but could not profile was refused ("PID 12 (python):
