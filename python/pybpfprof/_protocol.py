@@ -32,6 +32,8 @@ MAX_PID = 4194304
 MIN_RATE_HZ = 1
 MAX_RATE_HZ = 10000
 MAX_DURATION_S = 31 * 24 * 3600
+# The shortest duration, as the CLI's -d (kMinDurationS in userspace/cli/options.h).
+MIN_DURATION_S = 0.1
 MODES = ("cpu", "wall", "gil")
 MIN_BLOCK_S = 10e-6  # 'min_block_us' from 10 ...
 MAX_BLOCK_S = 1.0    # ... to 1000000

@@ -269,6 +269,9 @@ class Session(object):
                                            "a number of samples per second")
         if duration is not None:
             _protocol.check_number("duration", duration, 0, _protocol.MAX_DURATION_S, "a number of seconds")
+            if 0 < duration < _protocol.MIN_DURATION_S:
+                raise ValueError("duration must be at least %g s, or 0 for no limit: a shorter run ends before a "
+                                 "program can be found and sampled (got %r)" % (_protocol.MIN_DURATION_S, duration))
             if duration == 0:
                 duration = None
         self.duration = duration

@@ -515,6 +515,12 @@ class ProtocolClient(unittest.TestCase):
             pybpfprof.Session(rate=float("nan"))
         with self.assertRaises(ValueError):
             pybpfprof.Session(format="svgz")
+        # As the CLI's -d: a shorter run ends before a program can be found and sampled.
+        for short in (1e-7, 0.05):
+            with self.assertRaisesRegex(ValueError, r"duration must be at least 0.1 s, or 0 for no limit: .* \(got "):
+                pybpfprof.Session(duration=short)
+        self.assertEqual(pybpfprof.Session(duration=0.1).duration, 0.1)
+        self.assertIsNone(pybpfprof.Session(duration=0).duration)
 
     def test_mode_and_min_block_are_checked(self):
         self.assertEqual(pybpfprof.Session().mode, "cpu")

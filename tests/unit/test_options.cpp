@@ -32,6 +32,14 @@ TEST(Options, NumberErrorsAreSentences) {
         {{"-a", "-d", "abc"}, "-d/--duration must be a positive number of seconds (got 'abc')"},
         {{"-a", "-d", "-3"}, "-d/--duration must be a positive number of seconds (got '-3')"},
         {{"-a", "-d", "inf"}, "-d/--duration must be a positive number of seconds (got 'inf')"},
+        // Before, accepted: the run ended at once and blamed the launched command for having
+        // no CPython process "during the 0 s run".
+        {{"-a", "-d", "0.0000001"},
+         "-d/--duration must be at least 0.1 s: a shorter run ends before a program can be found and sampled "
+         "(got '0.0000001')"},
+        {{"-a", "-d", "0.09"},
+         "-d/--duration must be at least 0.1 s: a shorter run ends before a program can be found and sampled "
+         "(got '0.09')"},
         {{"--pid", "0"}, "--pid must be a process ID, a positive whole number (got '0')"},
         {{"--pid", "12x"}, "--pid must be a process ID, a positive whole number (got '12x')"},
         {{"-a", "-r", "0"}, "-r/--rate must be a number of samples per second from 1 to 10000 (got '0')"},
@@ -125,6 +133,34 @@ TEST(Options, RecordIsTheDefaultCommandAndOthersAreNotThereYet) {
     Options launched;
     ASSERT_TRUE(parse({"--", "top", "-b"}, launched, code));
     EXPECT_EQ(launched.command, (std::vector<std::string>{"top", "-b"}));
+    Options after;
+    ASSERT_TRUE(parse({"-d", "1", "--", "dump"}, after, code));
+    EXPECT_EQ(after.command, std::vector<std::string>{"dump"});
+}
+
+// A command word after the options is not launched as a program (before, `pybpfprof -d 1 top`
+// ran /usr/bin/top while `pybpfprof top` was refused): it is said where commands go, and how
+// to launch a program of that name.
+TEST(Options, CommandWordsAfterTheOptionsAreNotLaunched) {
+    int code = -1;
+    std::string err;
+    Options top;
+    EXPECT_FALSE(parse({"-d", "1", "top"}, top, code, &err));
+    EXPECT_EQ(code, 2);
+    EXPECT_EQ(err, "pybpfprof: 'top' after the options would launch the program top; 'pybpfprof top' is not "
+                   "available yet; to profile a program named top, put it after --: pybpfprof [OPTIONS] -- top\n");
+    for (std::string sub : {"record", "dump", "merge", "agent"}) {
+        Options o;
+        EXPECT_FALSE(parse({"record", "-r", "999", sub, "x"}, o, code, &err)) << sub;
+        EXPECT_EQ(code, 2);
+        EXPECT_EQ(err, "pybpfprof: '" + sub + "' after the options would launch a program named " + sub +
+                           "; pybpfprof's commands come first: pybpfprof " + sub + " [OPTIONS] (see pybpfprof " +
+                           sub + " --help); to profile a program named " + sub +
+                           ", put it after --: pybpfprof [OPTIONS] -- " + sub + "\n");
+    }
+    Options program;
+    ASSERT_TRUE(parse({"-d", "1", "python3", "top.py"}, program, code));
+    EXPECT_EQ(program.command, (std::vector<std::string>{"python3", "top.py"}));
 }
 
 TEST(Options, HelpDocumentsTheExitCodes) {

@@ -215,6 +215,9 @@ TEST(PyspyOptions, BadInputIsOneSentence) {
              {{"record", "-p", "abc"}, "-p/--pid must be a process ID, a positive whole number (got 'abc')"},
              {{"record", "-p", "42", "-r", "0"}, "-r/--rate must be a number of samples per second from 1 to 10000 (got '0')"},
              {{"record", "-p", "42", "-d", "0"}, "-d/--duration must be a positive number of seconds, or unlimited (got '0')"},
+             {{"record", "-p", "42", "-d", "0.05"},
+              "-d/--duration must be at least 0.1 s: a shorter run ends before a program can be found and sampled "
+              "(got '0.05')"},
              {{"record", "-p", "42", "-f", "svgz"}, "-f svgz is not a format; choose flamegraph, raw or speedscope"},
              {{"record", "-p", "42", "--bogus"}, "record has no option --bogus; see pybpfprof-py-spy record --help"},
              {{"record", "-p", "42", "-x"}, "record has no option -x; see pybpfprof-py-spy record --help"},

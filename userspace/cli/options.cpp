@@ -226,6 +226,9 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
         return fail(number_error("-r/--rate", rate, "must be a number of samples per second from 1 to 10000"));
     if (!duration.empty() && (!parse_double(duration, o.duration_s) || o.duration_s <= 0))
         return fail(number_error("-d/--duration", duration, "must be a positive number of seconds"));
+    if (!duration.empty() && o.duration_s < kMinDurationS)
+        return fail(number_error("-d/--duration", duration,
+                                 "must be at least 0.1 s: a shorter run ends before a program can be found and sampled"));
     if (!max_depth.empty()) {
         long long v = 0;
         if (!parse_whole(max_depth, 1, PBP_MAX_DEPTH, v))
@@ -265,6 +268,19 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
     if (!o.report.empty() && o.report != "-" && !o.output.empty() && o.output != "-" && same_path(o.output, o.report))
         return fail("--report " + o.report + " is the -o file too, and the report would replace the profile; give "
                     "the report a name of its own (e.g. --report report.html)");
+    // A command word after the options ("pybpfprof -d 5 top") would launch a program of that name:
+    // pybpfprof's own commands come first, and a program with such a name goes after --.
+    if (!o.command.empty() && std::find(words.begin(), words.end(), "--") == words.end()) {
+        const std::string& c = o.command[0];
+        if (c == "top")
+            return fail("'top' after the options would launch the program top; 'pybpfprof top' is not available "
+                        "yet; to profile a program named top, put it after --: pybpfprof [OPTIONS] -- top");
+        if (c == "record" || c == "dump" || c == "merge" || c == "agent")
+            return fail("'" + c + "' after the options would launch a program named " + c +
+                        "; pybpfprof's commands come first: pybpfprof " + c + " [OPTIONS] (see pybpfprof " + c +
+                        " --help); to profile a program named " + c + ", put it after --: pybpfprof [OPTIONS] -- " +
+                        c);
+    }
     // --all-python --cgroup X means every Python process in X: the same as --cgroup X.
     int modes = (!o.pids.empty()) + (o.all_python || !o.cgroups.empty()) + (!o.command.empty());
     if (modes == 0)

@@ -14,6 +14,9 @@ namespace pbp {
 constexpr uint64_t kDefaultMinBlockNs = 1'000'000;  // 1 ms
 constexpr uint64_t kMinMinBlockNs = 10'000;         // 10 us
 constexpr uint64_t kMaxMinBlockNs = 1'000'000'000;  // 1 s
+// The shortest -d: a shorter run ends before a launched Python has started, or before one
+// sample period of 99 Hz has passed, and would blame the target for finding nothing.
+constexpr double kMinDurationS = 0.1;
 
 struct Options {
     std::vector<pid_t> pids;

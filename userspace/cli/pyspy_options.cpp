@@ -193,6 +193,9 @@ bool apply(const Opt& opt, const std::string& v, Options& o, Flags& flags, int& 
             if (lower(v) == "unlimited") o.duration_s = 0;
             else if (!parse_double(v, o.duration_s) || o.duration_s <= 0)
                 return fail(code, number_error(opt, v, "must be a positive number of seconds, or unlimited"));
+            else if (o.duration_s > 0 && o.duration_s < kMinDurationS)
+                return fail(code, number_error(opt, v, "must be at least 0.1 s: a shorter run ends before a program "
+                                                      "can be found and sampled"));
             return true;
         case Id::Rate:
             if (!parse_double(v, o.rate_hz) || o.rate_hz < 1 || o.rate_hz > 10000)
