@@ -884,14 +884,37 @@ TEST_F(BadInput, Python2IsRefusedAsPython2) {
     expect_one_line_error(r, 2, "Python 2 is not supported");
     EXPECT_NE(r.err.find("pybpfprof profiles CPython 3.6 and newer"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("CPython 2.7"), std::string::npos) << r.err;
-    // Launched: the run that found no CPython says why the one it found was refused (before:
-    // only "no CPython process was found in the launched command").
-    auto l = run({pybpfprof_bin(), "-d", "1", "-o", dir + "/l.json", "--", py2, "-c", "import time; time.sleep(3)"});
-    expect_one_line_error(l, 2, "no CPython process was found in the launched command");
-    EXPECT_TRUE(std::regex_search(l.err, std::regex(R"(\(PID \d+ \(python2\.7\): Python 2 is not supported)")))
-        << l.err;
-    EXPECT_NE(l.err.find("; nothing was written"), std::string::npos) << l.err;
+    // Launched: said at once, while the run goes on for the programs it may start (before: only
+    // at the end of the whole -d); the run that found no CPython says why the one it found was
+    // refused (before that: only "no CPython process was found in the launched command").
+    const uint64_t t0 = mono_ns();
+    Child l({pybpfprof_bin(), "-d", "20", "-o", dir + "/l.json", "--", py2, "-c", "import time; time.sleep(30)"},
+            dir);
+    ASSERT_TRUE(l.wait_for_err("Ctrl-C to stop)\n", 30)) << l.err();
+    EXPECT_LT((mono_ns() - t0) / 1e9, 10.0) << "said at once, not after -d 20";
+    std::smatch m;
+    const std::string said = l.err();
+    ASSERT_TRUE(std::regex_search(said, m,
+                                  std::regex(R"(pybpfprof: warning: PID (\d+) \(python2\.7\) is not profiled: Python 2 )"
+                                             R"(is not supported \([^)]*\); pybpfprof profiles CPython 3\.6 and newer; )"
+                                             R"(the run goes on for the programs it starts \(Ctrl-C to stop\)\n)")))
+        << said;
+    const pid_t launched = std::stoi(m[1]);
+    l.signal(SIGINT);
+    EXPECT_EQ(l.wait(30), 2) << l.err();
+    kill(launched, SIGKILL);
+    const std::string end = l.err().substr(said.size());
+    EXPECT_TRUE(std::regex_search(end, std::regex(R"(^pybpfprof: no CPython process was found in the launched command )"
+                                                  R"(.*\(PID \d+ \(python2\.7\): Python 2 is not supported.*; )"
+                                                  R"(nothing was written\n$)")))
+        << l.err();
     EXPECT_FALSE(std::filesystem::exists(dir + "/l.json"));
+    // --all-python names the Python 2 process it leaves out (before: not a word).
+    auto a = run({pybpfprof_bin(), "-a", "-d", "1", "-o", dir + "/a.json"});
+    EXPECT_NE(a.err.find("pybpfprof: warning: PID " + std::to_string(target.pid()) +
+                         " (python2.7) is not profiled: Python 2 is not supported ("),
+              std::string::npos)
+        << a.err;
 }
 
 // A Python child that exited and that its Python parent has not reaped: a zombie, with nothing

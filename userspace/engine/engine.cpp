@@ -508,12 +508,30 @@ size_t Engine::scan(Session& s, const std::vector<pid_t>& pids, bool announce) {
         auto r = discoverer_->discover(pid);
         if (r.status == Discovery::Python) {
             if (register_target(s, *r.target, announce)) n++;
+        } else if (r.status == Discovery::Unsupported) {
+            refused(s, pid, r);
         } else if (r.status == Discovery::NotYet) {
             schedule(pid);
             pending_[pid].for_sessions.insert(&s);
         }
     }
     return n;
+}
+
+void Engine::refused(Session& s, pid_t pid, const DiscoveryResult& r) {
+    const std::string who = "PID " + std::to_string(pid) + " (" + procfs::comm(pid) + ")";
+    if (s.first_refusal_.empty()) s.first_refusal_ = who + ": " + r.reason;
+    // A Python it cannot profile is said at once (before, only at the end of the run, when
+    // nothing else was found, and never under --all-python): at most a few per session, each
+    // PID once (an exec into the same Python again is not news).
+    constexpr size_t kMaxSaid = 5;
+    if (!r.python_refused || s.refusals_said_.size() > kMaxSaid || !s.refusals_said_.insert(pid).second) return;
+    std::string m = s.refusals_said_.size() > kMaxSaid
+                        ? "more processes running a Python that pybpfprof cannot profile were found; they are not named"
+                        : who + " is not profiled: " + r.reason;
+    if (pid == s.launched_pid_ && s.refusals_said_.size() <= kMaxSaid)
+        m += "; the run goes on for the programs it starts (Ctrl-C to stop)";
+    s.event({EngineEvent::Warning, pid, false, 0, m});
 }
 
 bool Engine::attach_cgroup(Session& s, size_t i, Status& st) {
@@ -864,9 +882,7 @@ void Engine::run_pending() {
                 done = ++p.attempt >= std::size(kRetryMs);
                 break;
             case Discovery::Unsupported:  // Python 2, a CPython too old or new, memory not readable
-                for (Session* s : p.for_sessions)
-                    if (s->first_refusal_.empty())
-                        s->first_refusal_ = "PID " + std::to_string(pid) + " (" + procfs::comm(pid) + "): " + r.reason;
+                for (Session* s : p.for_sessions) refused(*s, pid, r);
                 break;
             default:
                 break;

@@ -50,6 +50,7 @@ class Discoverer;
 class Aggregator;
 class Launcher;
 struct PythonTarget;
+struct DiscoveryResult;
 
 // What went wrong, as the CLI's exit codes tell it.
 enum class Failure {
@@ -228,6 +229,7 @@ private:
     };
     std::map<pid_t, Unannounced> unannounced_;
     std::string first_refusal_;
+    std::set<pid_t> refusals_said_;  // processes running a Python it cannot profile, said at once
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
     // out for not holding the GIL, by state (RunInfo::gil_*).
     std::map<uint32_t, std::string> gil_unknown_;
@@ -305,6 +307,9 @@ private:
     // key of their own in every session that has it (Aggregator/ProcessRegistry::retire).
     void retire_exec(pid_t pid);
     size_t scan(Session& s, const std::vector<pid_t>& pids, bool announce);
+    // A process found that it cannot profile (DiscoveryResult Unsupported): why, kept for the end
+    // of a run that found nothing; a Python it cannot profile is said at once.
+    void refused(Session& s, pid_t pid, const DiscoveryResult& r);
     void schedule(pid_t pid, uint64_t event_ns = 0);
     void run_pending();
     void retry_cgroups(Session& s, uint64_t now);

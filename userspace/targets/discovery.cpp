@@ -216,6 +216,7 @@ DiscoveryResult Discoverer::discover(pid_t pid) {
         cpython::LayoutChoice lay = cpython::choose_layout(ver, t.runtime_addr, mem);
         if (!lay.layout) {
             r.status = Discovery::Unsupported;
+            r.python_refused = true;
             if (!ver.known())
                 r.reason = "CPython in " + m->path + " but its version is unknown (" +
                            (lay.error.empty() ? "no Py_Version or version string" : lay.error) + ")";

@@ -51,6 +51,9 @@ struct DiscoveryResult {
     Discovery status = Discovery::Gone;
     std::optional<PythonTarget> target;
     std::string reason;
+    // Unsupported: a Python that pybpfprof does not profile (Python 2, a CPython too old or too
+    // new), not a process whose memory or files cannot be read (which may not be Python at all).
+    bool python_refused = false;
 };
 
 // Caches per-file ELF facts (keyed by device + inode), so scanning many processes that run
