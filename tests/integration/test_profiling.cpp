@@ -409,6 +409,15 @@ TEST(LaunchedCommand, StillRunningAfterTheRunIsSaid) {
     const pid_t pid = std::stoi(m[1]);
     EXPECT_EQ(kill(pid, 0), 0) << "it runs on";
     kill(pid, SIGKILL);
+    // -q leaves out progress, not this warning (before, it was silent and the program went on).
+    auto quiet = run({pybpfprof_bin(), "-q", "-d", "1", "-o", dir + "/q.json", "--", host_python().argv[0],
+                      workload("prints_lines.py"), "6"},
+                     60);
+    ASSERT_EQ(quiet.status, 0) << quiet.err;
+    ASSERT_TRUE(std::regex_search(quiet.err, m, std::regex(R"(pybpfprof: PID (\d+) \(the launched command\) is still )"
+                                                           R"(running: -d 1 ended the profile)")))
+        << quiet.err;
+    kill(std::stoi(m[1]), SIGKILL);
     auto quick = run({pybpfprof_bin(), "-d", "5", "-o", dir + "/b.json", "--", host_python().argv[0],
                       workload("prints_lines.py"), "0.5"},
                      60);

@@ -202,7 +202,7 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                "a whole number of frames from 1 to " + std::to_string(PBP_MAX_DEPTH), "64");
     values.add(app.add_option("--btf", o.btf_path, "Use this BTF file instead of /sys/kernel/btf/vmlinux"),
                "a BTF file", "vmlinux.btf");
-    app.add_flag("-q,--quiet", o.quiet, "No live status line");
+    app.add_flag("-q,--quiet", o.quiet, "No live status line and no progress messages (warnings and errors still come)");
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
     app.add_option("command", o.command, "Command to launch and profile (after --)");
     app.positionals_at_end();

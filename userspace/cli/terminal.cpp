@@ -70,7 +70,8 @@ void Printer::operator()(const EngineEvent& e) const {
 }
 
 void say_launched_still_running(const Options& o, pid_t pid) {
-    if (pid <= 0 || o.quiet || g_stop_signal == SIGINT) return;
+    // (Under -q too: it is a warning, not progress.)
+    if (pid <= 0 || g_stop_signal == SIGINT) return;
     char by[64];
     if (g_stop_signal == SIGTERM) snprintf(by, sizeof by, "SIGTERM");
     else if (g_stop_signal == SIGHUP) snprintf(by, sizeof by, "SIGHUP");

@@ -70,7 +70,7 @@ private:
 
 // A launched command that outlived the run (-d, or a signal to pybpfprof alone) goes on running,
 // and its output may follow the shell's prompt: said on stderr, with how to stop it. Not after
-// Ctrl-C, which the terminal sends the command too. pid 0: nothing to say.
+// Ctrl-C, which the terminal sends the command too; said under -q too. pid 0: nothing to say.
 void say_launched_still_running(const Options& o, pid_t pid);
 
 // The text of the status line, without escapes: "1.2s of 10s  345 samples  2 processes  0 lost".
