@@ -254,5 +254,40 @@ TEST(RunSummary, TheRunsLengthIsSaidAsAskedOrMeasured) {
               std::string::npos);
 }
 
+// Why a target has no sample, from the CPU time it used (its resource readings) against the
+// sampling period. Before, always "it used less than one sample period of CPU", also of a
+// process busy for the whole 1.1 s run at -r 1.
+TEST(RunSummary, NotSampledSaysTheCpuItUsedAgainstThePeriod) {
+    EXPECT_EQ(cpu_seconds({}), -1);
+    EXPECT_EQ(cpu_seconds({{kStart, -1, 0}}), -1);
+    // A baseline, then 100% of a CPU for 0.5 s and 40% for 0.5 s.
+    EXPECT_DOUBLE_EQ(cpu_seconds({{kStart, -1, 0}, {kStart + 500'000'000, 100, 0}, {kStart + 1'000'000'000, 40, 0}}), 0.7);
+
+    EXPECT_EQ(not_sampled_why(-1, 99), "it used less than one sample period of CPU");
+    EXPECT_EQ(not_sampled_why(0, 99), "it used less than one sample period of CPU: under 10 ms, against 10 ms at -r 99");
+    EXPECT_EQ(not_sampled_why(0.3, 1), "it used less than one sample period of CPU: 300 ms, against 1 s at -r 1");
+    EXPECT_EQ(not_sampled_why(1.1, 1), "it used 1.1 s of CPU, about 1.1 sample periods of 1 s at -r 1, and no sample "
+                                       "fell in them; a higher -r or a longer -d samples it");
+
+    // In the run's text, and through the agent's JSON unchanged.
+    OneThread busy(ProfileMode::Cpu);
+    busy.p.run.rate_hz = 1;
+    busy.p.run.period_ns = 1'000'000'000;
+    auto& pr = busy.p.processes[4242];
+    pr.threads.clear();
+    pr.resources = {{kStart, -1, 0}, {kStart + 1'100'000'000, 100, 0}};
+    busy.p.run.end_mono_ns = kStart + 1'100'000'000;
+    const RunOutcome o = run_outcome(busy.p, RunFacts{1, false, false, false, {}, "", 0}, {}, 0, false);
+    EXPECT_NE(o.text("x.json").find("pybpfprof: PID 4242 (python3) was not sampled during the 1.1 s run (it used 1.1 s "
+                                    "of CPU, about 1.1 sample periods of 1 s at -r 1, and no sample fell in them; a "
+                                    "higher -r or a longer -d samples it); its profile is empty\n"),
+              std::string::npos)
+        << o.text("x.json");
+    RunOutcome back;
+    std::string error;
+    ASSERT_TRUE(from_json(to_json(o), back, error)) << error;
+    EXPECT_EQ(back.text("x.json"), o.text("x.json"));
+}
+
 }  // namespace
 }  // namespace pbp

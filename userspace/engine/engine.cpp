@@ -1005,6 +1005,7 @@ Profile Engine::stop(Session* s) {
                       " ns each in userspace; BPF sent " + std::to_string(st[PBP_STAT_NATIVE_BYTES]) +
                       " bytes of machine state, " + std::to_string(st[PBP_STAT_NATIVE_DROP]) + " records lost"});
     }
+    registry_->sample_resources_at_end(s->targets_, end);
     registry_->refresh_thread_names();
     registry_->mark_gone_exited();
     RunInfo run = s->run_info(end);

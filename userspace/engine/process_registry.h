@@ -53,6 +53,10 @@ public:
     void mark_gone_exited();
     // CPU % and RSS of these processes, about once a second (see ResourceSampler).
     void sample_resources(const std::set<pid_t>& pids, uint64_t now_ns) { resources_.maybe_sample(meta_, pids, now_ns); }
+    // A last reading at the end of a run (ResourceSampler::final_sample).
+    void sample_resources_at_end(const std::set<pid_t>& pids, uint64_t now_ns) {
+        resources_.final_sample(meta_, pids, now_ns);
+    }
 
     // The metadata of one process (threads hold names, no samples), by pid or by a retired
     // program's key; nullptr when unknown.

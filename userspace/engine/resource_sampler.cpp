@@ -95,6 +95,17 @@ size_t ResourceSampler::maybe_sample(Profile& profile, const std::set<pid_t>& pi
     return n;
 }
 
+size_t ResourceSampler::final_sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns,
+                                     uint64_t min_age_ns) {
+    size_t n = 0;
+    const uint64_t t = mono_ns();
+    for (pid_t pid : pids) {
+        auto pv = prev_.find(pid);
+        if (pv == prev_.end() || t - pv->second.mono_ns >= min_age_ns) n += read_one(profile, pid, now_ns);
+    }
+    return n;
+}
+
 size_t ResourceSampler::sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns) {
     started_ = true;
     last_ns_ = now_ns;

@@ -37,6 +37,11 @@ public:
     size_t maybe_sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns);
     // Reads them now, whatever the interval (the end of the run).
     size_t sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns);
+    // The end of a run: a last reading of those whose last one is min_age_ns old or more (a
+    // reading over a few ms would chart a CPU % of whole 10 ms ticks), so a short run still
+    // knows the CPU time its processes used.
+    size_t final_sample(Profile& profile, const std::set<pid_t>& pids, uint64_t now_ns,
+                        uint64_t min_age_ns = 200'000'000ULL);
     void forget(pid_t pid) {
         prev_.erase(pid);
         tried_.erase(pid);

@@ -26,6 +26,45 @@ std::string run_seconds_text(double s) {
     return t;
 }
 
+// The CPU time a process used over its resource readings (the first is a baseline), -1 when
+// fewer than two readings were made.
+double cpu_seconds(const std::vector<ResourcePoint>& points) {
+    double s = 0;
+    bool any = false;
+    for (size_t i = 1; i < points.size(); i++)
+        if (points[i].cpu_pct >= 0) {
+            s += points[i].cpu_pct / 100 * static_cast<double>(points[i].mono_ns - points[i - 1].mono_ns) / 1e9;
+            any = true;
+        }
+    return any ? s : -1;
+}
+
+namespace {
+
+std::string seconds_or_ms(double s) {
+    if (s >= 1) return run_seconds_text(s) + " s";
+    char b[32];
+    snprintf(b, sizeof b, "%.0f ms", s * 1000);
+    return b;
+}
+
+}  // namespace
+
+std::string not_sampled_why(double cpu_s, double rate_hz) {
+    const std::string less = "it used less than one sample period of CPU";
+    if (!(rate_hz > 0) || cpu_s < 0) return less;
+    const double period = 1 / rate_hz;
+    char r[32];
+    snprintf(r, sizeof r, "%g", rate_hz);
+    // /proc counts CPU time in 10 ms ticks: below one, "under 10 ms".
+    if (cpu_s < period)
+        return less + ": " + (cpu_s < 0.01 ? std::string("under 10 ms") : seconds_or_ms(cpu_s)) + ", against " +
+               seconds_or_ms(period) + " at -r " + r;
+    return "it used " + seconds_or_ms(cpu_s) + " of CPU, about " + run_seconds_text(cpu_s / period) +
+           " sample periods of " + seconds_or_ms(period) + " at -r " + r +
+           ", and no sample fell in them; a higher -r or a longer -d samples it";
+}
+
 RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
                        int debug, bool with_bpf_cost) {
     RunOutcome o;
@@ -58,9 +97,10 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
             samples_of[p.pid] += t.sample_count();
             sampled.emplace(p.pid, p.labels);
         }
+    o.rate_hz = run.rate_hz;
     for (auto& [_, p] : profile.processes)
         if (p.threads.empty() && !facts.all_python && !sampled.count({p.pid, p.labels}))
-            o.not_sampled.emplace_back(static_cast<pid_t>(p.pid), p.comm);
+            o.not_sampled.push_back({static_cast<pid_t>(p.pid), p.comm, cpu_seconds(p.resources)});
     for (pid_t pid : facts.exited_early) {
         auto it = samples_of.find(static_cast<uint32_t>(pid));
         o.exited_early.emplace_back(pid, it == samples_of.end() ? 0 : it->second);
@@ -73,7 +113,7 @@ RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std:
 std::string RunOutcome::text(const std::string& written) const {
     std::string s;
     const std::string dur = run_seconds_text(duration_s);
-    for (auto& [pid, comm] : not_sampled) {
+    for (auto& [pid, comm, cpu_s] : not_sampled) {
         if (mode.mode == ProfileMode::Gil) {
             // Its samples may all have been left out: not holding the GIL, or (said in the
             // mode lines' warning) no known GIL state at all.
@@ -82,8 +122,8 @@ std::string RunOutcome::text(const std::string& written) const {
                  dur + " s run; its profile is empty\n";
             continue;
         }
-        s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") was not sampled during the " + dur +
-             " s run (it used less than one sample period of CPU); its profile is empty\n";
+        s += "pybpfprof: PID " + std::to_string(pid) + " (" + comm + ") was not sampled during the " + dur + " s run (" +
+             not_sampled_why(cpu_s, rate_hz) + "); its profile is empty\n";
     }
     for (auto& [pid, n] : exited_early) {
         const std::string kept = n == 0   ? std::string("it had no samples")
@@ -110,7 +150,9 @@ nlohmann::json to_json(const RunOutcome& o) {
     j["bpf_cost"] = o.bpf_cost;
     j["duration_s"] = o.duration_s;
     j["not_sampled"] = nlohmann::json::array();
-    for (auto& [pid, comm] : o.not_sampled) j["not_sampled"].push_back({{"pid", pid}, {"comm", comm}});
+    for (auto& [pid, comm, cpu_s] : o.not_sampled)
+        j["not_sampled"].push_back({{"pid", pid}, {"comm", comm}, {"cpu_s", cpu_s}});
+    j["rate_hz"] = o.rate_hz;
     j["exited_early"] = nlohmann::json::array();
     for (auto& [pid, n] : o.exited_early) j["exited_early"].push_back({{"pid", pid}, {"samples", n}});
     j["top"] = o.top;
@@ -137,7 +179,10 @@ bool from_json(const nlohmann::json& j, RunOutcome& o, std::string& error) {
         o.max_depth = j.at("max_depth").get<int>();
         o.bpf_cost = j.at("bpf_cost").get<std::string>();
         o.duration_s = j.at("duration_s").get<double>();
-        for (auto& x : j.at("not_sampled")) o.not_sampled.emplace_back(x.at("pid").get<pid_t>(), x.at("comm").get<std::string>());
+        for (auto& x : j.at("not_sampled"))
+            o.not_sampled.push_back(
+                {x.at("pid").get<pid_t>(), x.at("comm").get<std::string>(), x.at("cpu_s").get<double>()});
+        o.rate_hz = j.at("rate_hz").get<double>();
         for (auto& x : j.at("exited_early")) o.exited_early.emplace_back(x.at("pid").get<pid_t>(), x.at("samples").get<uint64_t>());
         o.top = j.at("top").get<std::string>();
         if (!parse_mode(j.at("mode").get<std::string>(), o.mode.mode)) {

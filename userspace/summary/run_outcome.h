@@ -39,7 +39,15 @@ struct RunOutcome {
     int max_depth = 0;
     std::string bpf_cost;              // bpf_cost_lines(), may be empty
     double duration_s = 0;             // the run's: as asked when it ran that long, else as measured
-    std::vector<std::pair<pid_t, std::string>> not_sampled;  // targets with no sample: pid, comm
+    // Targets with no sample, and the CPU time each used during the run (from its resource
+    // readings; -1: not known), against the sampling period.
+    struct NotSampled {
+        pid_t pid = 0;
+        std::string comm;
+        double cpu_s = -1;
+    };
+    std::vector<NotSampled> not_sampled;
+    double rate_hz = 0;                // the run's -r
     std::vector<std::pair<pid_t, uint64_t>> exited_early;    // pid, its samples kept
     std::string top;                   // top_functions()
     ModeTotals mode;                   // the mode, time on and off CPU, GIL states (mode_lines())
@@ -51,6 +59,13 @@ struct RunOutcome {
 // A run's length in seconds as a person says it: two significant digits, whole seconds from
 // 10 s up, no trailing zeros ("1.5", "10", "0.3", "0.042", "125").
 std::string run_seconds_text(double s);
+
+// The CPU time a process used over its resource readings, -1 when not known.
+double cpu_seconds(const std::vector<ResourcePoint>& points);
+// Why a target has no sample, for "was not sampled during the 1.1 s run (...)": it used less
+// than one sample period of CPU (with how much, when known), or it used more and no sample
+// fell in it (a low -r).
+std::string not_sampled_why(double cpu_s, double rate_hz);
 
 RunOutcome run_outcome(const Profile& profile, const RunFacts& facts, const std::vector<uint64_t>& bpf_stats,
                        int debug, bool with_bpf_cost = true);
