@@ -167,6 +167,9 @@
     const parts = f.split('/');
     return parts.length > 3 ? '…/' + parts.slice(-2).join('/') : f;
   };
+  // How a process's program ended, if it did: exited, or replaced by an exec (its PID goes on
+  // under the program it exec'd, which has an entry of its own).
+  const endedText = p => (p.execd ? ' (exec\'d another program)' : p.exited ? ' (exited)' : '');
   const shortCmd = c => c.split(' ').map((w, i) => (i === 0 ? w.split('/').pop() : w.includes('/') ? shortPath(w) : w)).join(' ');
   // Pod and container, from the labels pybpfprof found on the node ('' when in none).
   const podOf = p => {
@@ -596,7 +599,7 @@
         onclick: () => selectProcess(i),
       },
         el('td', { class: 'id', text: String(p.pid) }),
-        el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + (p.exited ? ' (exited)' : ''), title: p.cmdline || p.comm }),
+        el('td', { class: 'cmd', text: shortCmd(p.cmdline || p.comm) + endedText(p), title: p.cmdline || p.comm }),
         el('td', { class: 'num', text: fmtSec(v * unitS) }),
         ...(whereCol ? [el('td', { text: whereOf(p) })] : []),
         el('td', { class: 'num', text: T ? fmtPct(100 * v / T) : '' }),
@@ -1160,7 +1163,7 @@
     const kv = [
       ['Command', (run.command || []).join(' ') || '—'],
       ...merged.slice(0, 200),
-      ...procs.map(p => [`pid ${p.pid}`, `${p.cmdline || p.comm}${p.python ? ' — CPython ' + p.python : ''}${p.exited ? ' (exited)' : ''}` +
+      ...procs.map(p => [`pid ${p.pid}`, `${p.cmdline || p.comm}${p.python ? ' — CPython ' + p.python : ''}${endedText(p)}` +
         (Object.keys(p.labels || {}).length ? ' [' + Object.entries(p.labels).map(([k, v]) => `${k}=${v}`).join(', ') + ']' : '')]).slice(0, 200),
       ['Max stack depth', String(run.max_depth || '—')],
       ['BPF cost', run.bpf_ns_per_event ? `${run.bpf_ns_per_event} ns per perf event` : '—'],

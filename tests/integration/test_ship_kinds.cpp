@@ -214,8 +214,29 @@ else:
 };
 
 TEST_F(ExecChain, LaunchedShellIntoPythonAndBack) {
-    auto prof = profile({"/bin/sh", "-c", shell_busy + "exec /usr/bin/python3.11 " + script + " one"});
+    auto prof = profile({"/bin/sh", "-c", shell_busy + "exec /usr/bin/python3.11 " + script + " one"},
+                        {"--report", dir + "/r.html"});
     expect_both_phases(prof);
+    // The report tells how each program ended: phase one was replaced by an exec (the PID went
+    // on), phase two exited (before, both were just "exited").
+    const std::string html = read_file(dir + "/r.html");
+    const std::string open = "<script type=\"application/json\" id=\"pbp-data\">";
+    const size_t at = html.find(open) + open.size();
+    ASSERT_GT(at, open.size()) << "no pbp-data in the report";
+    const auto data = nlohmann::json::parse(html.substr(at, html.find("</script>", at) - at));
+    int one = 0, two = 0;
+    for (auto& p : data.at("procs")) {
+        const std::string cmd = p.at("cmdline");
+        if (cmd.find("phases.py one") != std::string::npos) {
+            one++;
+            EXPECT_TRUE(p.at("exited").get<bool>() && p.at("execd").get<bool>()) << p.dump();
+        } else if (cmd.find("phases.py two") != std::string::npos) {
+            two++;
+            EXPECT_TRUE(p.at("exited").get<bool>() && !p.at("execd").get<bool>()) << p.dump();
+        }
+    }
+    EXPECT_EQ(one, 1);
+    EXPECT_EQ(two, 1);
 }
 
 TEST_F(ExecChain, PidFollowedThroughExec) {

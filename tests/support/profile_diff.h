@@ -95,6 +95,7 @@ inline std::string profile_difference(const Profile& a, const Profile& b) {
         PBP_DIFF_FIELD(p, x, y, first_sample_ns)
         PBP_DIFF_FIELD(p, x, y, last_sample_ns)
         PBP_DIFF_FIELD(p, x, y, exited)
+        PBP_DIFF_FIELD(p, x, y, execd)
         if (x.labels != y.labels) return p + ".labels differ";
         if (x.resources.size() != y.resources.size()) return p + ".resources: sizes differ";
         for (size_t i = 0; i < x.resources.size(); i++) {

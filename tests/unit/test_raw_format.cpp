@@ -151,6 +151,26 @@ TEST(RawFormat, RoundTripKeepsEveryField) {
     EXPECT_EQ(doc["run"]["host"], "node-a.example");
 }
 
+// A program replaced by an exec (its PID went on) is written as version 6 with each process's
+// execd, and read back exactly; without one, the profile stays in its older version.
+TEST(RawFormat, ExecdRoundTripsAsVersion6) {
+    Profile p = everything_profile();
+    EXPECT_EQ(json::parse(raw_json(p))["processes"][0].count("execd"), 0u);
+    p.processes.begin()->second.execd = true;
+    json doc = json::parse(raw_json(p));
+    EXPECT_EQ(doc["version"], 6);
+    EXPECT_EQ(doc["processes"][0]["execd"], true);
+    Profile back;
+    std::string error;
+    ASSERT_TRUE(read_raw(file_bytes(p), back, error)) << error;
+    EXPECT_TRUE(back == p) << test::profile_difference(p, back);
+    // A version 6 file must say it of every process.
+    doc["processes"][0].erase("execd");
+    Profile missing;
+    EXPECT_FALSE(read_raw(doc.dump(), missing, error));
+    EXPECT_EQ(error, "processes[0].execd is missing");
+}
+
 // Buckets (a run longer than its sample window) are written as version 4 with their count and
 // span, and read back exactly.
 TEST(RawFormat, BucketsRoundTripAsVersion4) {
@@ -311,7 +331,7 @@ TEST(RawFormatReader, FrameKindErrors) {
                       "frames[1] is the same frame as frames[0]", Invalid);
     // Version 4 has no kinds: a version 4 file with them is refused, not half read.
     EXPECT_READ_ERROR(mixed([](json& d) { d["version"] = 4; }),
-                      "frames: unknown field \"kind\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
+                      "frames: unknown field \"kind\" (a newer pybpfprof's? this one reads format version 6)", Invalid);
 }
 
 TEST(RawFormatReader, TruncatedFiles) {
@@ -349,30 +369,35 @@ TEST(RawFormatReader, OtherFormatsSayWhatTheyAre) {
 }
 
 TEST(RawFormatReader, Versions) {
-    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 6; }),
-                      "the file is in format version 6, from a newer pybpfprof; this one reads version 5: upgrade "
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 7; }),
+                      "the file is in format version 7, from a newer pybpfprof; this one reads version 6: upgrade "
                       "pybpfprof to read it",
                       TooNew);
+    // Version 6 adds each process's execd: a version 5 file has none, a version 6 file must.
+    EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["execd"] = true; }),
+                      "processes[0]: unknown field \"execd\" (a newer pybpfprof's? this one reads format version 6)",
+                      Invalid);
+
     // Version 4 adds the buckets' count and span_ns: a version 3 file has none of them.
     EXPECT_READ_ERROR(read_edited([](json& d) {
                           d["version"] = 3, d["run"]["mode"] = "cpu", d["run"]["min_block_ns"] = 0;
                           auto& t = d["processes"][0]["threads"][0];
                           t["gil"] = 0, t["wait"] = 0, t["aggregate"] = 0, t["count"] = 1;
                       }),
-                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 5)",
+                      "processes[0].threads[0]: unknown field \"count\" (a newer pybpfprof's? this one reads format version 6)",
                       Invalid);
     // Version 3 adds the wall/GIL fields: a version 1 or 2 file has none of them.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["mode"] = "wall"; }),
-                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
+                      "run: unknown field \"mode\" (a newer pybpfprof's? this one reads format version 6)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"][0]["gil"] = 1; }),
-                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 5)",
+                      "processes[0].threads[0]: unknown field \"gil\" (a newer pybpfprof's? this one reads format version 6)",
                       Invalid);
     // ... and a version 3 file must have them all.
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 3; }), "run.mode is missing", Invalid);
     // Version 2 is version 1 with task spans: a version 1 file has no "tasks" (test_tasks.cpp
     // has the spans' own checks).
     EXPECT_READ_ERROR(read_edited([](json& d) { d["tasks"] = json::object(); }),
-                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 5)",
+                      "profile: unknown field \"tasks\" (a newer pybpfprof's? this one reads format version 6)",
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["version"] = 0; }), "profile.version must be a whole number from 1 (got 0)",
                       Invalid);
@@ -480,7 +505,7 @@ TEST(RawFormatReader, ShapesAndDuplicates) {
                       Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"].erase("host"); }), "run.host is missing", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["run"]["colour"] = "blue"; }),
-                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 5)", Invalid);
+                      "run: unknown field \"colour\" (a newer pybpfprof's? this one reads format version 6)", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][1]["key"] = d["processes"][0]["key"]; }),
                       "processes[1].key: 10 is the key of another process too", Invalid);
     EXPECT_READ_ERROR(read_edited([](json& d) { d["processes"][0]["threads"].push_back(d["processes"][0]["threads"][0]); }),

@@ -186,6 +186,7 @@ void ProcessRegistry::retire(uint32_t pid, uint32_t key) {
     ProcessProfile& p = it->second;
     ProcessProfile& old = retired_[key] = p;
     old.exited = true;  // the program did end: exec replaced it
+    old.execd = true;
     for (const auto& [tid, t] : p.threads) seen_.erase((static_cast<uint64_t>(pid) << 32) | tid);
     p.threads.clear();
     p.resources.clear();
@@ -229,6 +230,7 @@ void ProcessRegistry::fill(uint32_t key, ProcessProfile& out) const {
     out.exe = m->exe;
     out.python = m->python;
     out.exited = m->exited;
+    out.execd = m->execd;
     out.labels = m->labels;
     out.resources = m->resources;
     for (auto& [tid, t] : out.threads) {

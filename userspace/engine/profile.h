@@ -144,6 +144,7 @@ struct ProcessProfile {
     std::string python;   // "3.11.7 (static /usr/bin/python3.11)"
     uint64_t first_sample_ns = 0, last_sample_ns = 0;
     bool exited = false;
+    bool execd = false;  // (with exited) it ended by an exec into another program, the PID going on
     // Container / pod labels, when known (cgroup, container_id, container, pod_uid, pod,
     // namespace); in a merged profile also its input's labels (role=scheduler, host=node-a).
     std::map<std::string, std::string> labels;

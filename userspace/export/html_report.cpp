@@ -954,7 +954,7 @@ json Aggregation::build(std::string& note) {
     size_t ti = 0;
     for (const auto& [pid, pr] : p_.processes) {
         json pj = {{"pid", pr.pid}, {"ns_pid", pr.ns_pid}, {"comm", pr.comm}, {"cmdline", pr.cmdline},
-                   {"exe", pr.exe}, {"python", pr.python}, {"exited", pr.exited}, {"labels", pr.labels},
+                   {"exe", pr.exe}, {"python", pr.python}, {"exited", pr.exited}, {"execd", pr.execd}, {"labels", pr.labels},
                    {"name", pr.display_name()}};
         json threads = json::array();
         for (const auto& [tid, t] : pr.threads) {

@@ -59,6 +59,7 @@ public:
     // When set, the text is handed to it in pieces as it grows (the last byte is kept: key()
     // looks at it), so a long run is never all in memory twice.
     std::function<void(std::string_view)> sink;
+    bool execd = false;    // version 6: processes' execd (implies kinds)
     bool kinds = false;    // version 5: frames' kind and library (implies buckets)
     bool buckets = false;  // version 4: samples' count and span_ns (implies wall)
     bool wall = false;  // version 3: the run's mode and min-block, samples' GIL state and wait
@@ -212,18 +213,26 @@ bool needs_frame_kinds(const Profile& p) {
     return false;
 }
 
+// True when a process of p was replaced by an exec (ProcessProfile::execd): version 6.
+bool needs_execd(const Profile& p) {
+    for (const auto& [_, pr] : p.processes)
+        if (pr.execd) return true;
+    return false;
+}
+
 void write_json(const Profile& p, Writer& w) {
     w.raw("{\"format\":\"");
     w.raw(kRawFormatName);
-    // The oldest layout that holds everything: version 5 for a profile with native or kernel
-    // frames, 4 for one with buckets, 3 for one with wall/GIL fields, 2 for one with task spans,
+    // The oldest layout that holds everything: version 6 for a profile with a process replaced
+    // by an exec, 5 for one with native or kernel frames, 4 for one with buckets, 3 for one with wall/GIL fields, 2 for one with task spans,
     // else 1 (so an older pybpfprof reads what it can read whole). Each version holds all the
     // fields of the ones before it.
-    w.kinds = needs_frame_kinds(p);
+    w.execd = needs_execd(p);
+    w.kinds = w.execd || needs_frame_kinds(p);
     w.buckets = w.kinds || needs_bucket_fields(p);
     w.wall = w.buckets || needs_wall_fields(p);
     w.raw("\",\"version\":");
-    w.i(w.kinds ? 5 : w.buckets ? 4 : w.wall ? 3 : p.tasks.empty() ? 1 : 2);
+    w.i(w.execd ? 6 : w.kinds ? 5 : w.buckets ? 4 : w.wall ? 3 : p.tasks.empty() ? 1 : 2);
     w.raw(",\n");
     w.key("run"), w.run(p.run);
     w.raw(",\n");
@@ -287,6 +296,7 @@ void write_json(const Profile& p, Writer& w) {
         w.key("first_sample_ns"), w.u(pr.first_sample_ns);
         w.key("last_sample_ns"), w.u(pr.last_sample_ns);
         w.key("exited"), w.b(pr.exited);
+        if (w.execd) w.key("execd"), w.b(pr.execd);
         w.key("labels"), w.labels(pr.labels);
         w.key("resources");
         w.raw("{");

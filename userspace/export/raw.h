@@ -28,9 +28,10 @@ inline constexpr const char* kRawFormatName = "pybpfprof";  // the "format" fiel
 // fields (the run's mode and min_block_ns; each sample's gil, wait and aggregate); version 4 is
 // version 3 and buckets (each sample's count and span_ns: the older samples of a run longer
 // than its sample window, engine/aggregator.h); version 5 is version 4 and each frame's kind
-// (Python, native, kernel) and library (--native). A profile is written in the oldest version
+// (Python, native, kernel) and library (--native); version 6 is version 5 and each process's
+// execd (its program ended by an exec into another). A profile is written in the oldest version
 // that holds it whole (1 without tasks or wall/GIL fields), and every older version is read.
-inline constexpr int kRawFormatVersion = 5;
+inline constexpr int kRawFormatVersion = 6;
 
 // The JSON text of p (not compressed).
 std::string raw_json(const Profile& p);

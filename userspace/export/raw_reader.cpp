@@ -390,10 +390,16 @@ void thread_samples(const json& t, ThreadProfile& out, size_t nstacks, const std
 
 ProcessProfile process(const json& j, size_t nstacks, const std::string& path, uint32_t& key, uint64_t version) {
     object(j, path);
-    only_fields(j,
-                {"key", "pid", "ns_pid", "comm", "cmdline", "exe", "python", "first_sample_ns", "last_sample_ns",
-                 "exited", "labels", "resources", "threads"},
-                path);
+    if (version >= 6)  // adds execd
+        only_fields(j,
+                    {"key", "pid", "ns_pid", "comm", "cmdline", "exe", "python", "first_sample_ns", "last_sample_ns",
+                     "exited", "execd", "labels", "resources", "threads"},
+                    path);
+    else
+        only_fields(j,
+                    {"key", "pid", "ns_pid", "comm", "cmdline", "exe", "python", "first_sample_ns", "last_sample_ns",
+                     "exited", "labels", "resources", "threads"},
+                    path);
     auto f = [&](const char* k) -> const json& { return field(j, k, path); };
     auto p = [&](const char* k) { return path + "." + k; };
     ProcessProfile pr;
@@ -407,6 +413,7 @@ ProcessProfile process(const json& j, size_t nstacks, const std::string& path, u
     pr.first_sample_ns = u64(f("first_sample_ns"), p("first_sample_ns"));
     pr.last_sample_ns = u64(f("last_sample_ns"), p("last_sample_ns"));
     pr.exited = boolean(f("exited"), p("exited"));
+    if (version >= 6) pr.execd = boolean(f("execd"), p("execd"));
     pr.labels = labels(f("labels"), p("labels"));
 
     const std::string rp = p("resources");
