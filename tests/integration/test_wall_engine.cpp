@@ -5,6 +5,7 @@
 // nothing of it is attached. (The acceptance tests of issue 15 are in test_wall*.cpp.)
 #include <bpf/bpf.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -346,6 +347,64 @@ TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRun) { thread_asleep_all_along(
 
 // The same, found by --all-python's scan (seeded from its registration until 2026-11-27).
 TEST(WallMechanism, ThreadAsleepAllAlongCoversTheRunWhenFoundByTheScan) { thread_asleep_all_along(true); }
+
+// The snapshot of threads asleep at a wall session's start is that session's own: another
+// session subscribing later (here a cpu one) does not take it away. The wall session watches a
+// cgroup that does not exist yet; a Python thread blocked in select since before the session
+// began is moved into it after the second subscribe, and found then: its interval still counts
+// from the first session's start, all of its run to the nanosecond (until 2026-11-29 any
+// subscribe cleared the engine's one snapshot, and the time before the process was found was
+// missing).
+TEST(WallMechanism, ALaterSessionKeepsTheWallSessionsAsleepSnapshot) {
+    PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
+    const std::string mount = pbp::test::cgroup2_mount();
+    ASSERT_FALSE(mount.empty());
+    const std::string rel = "/pbp-test-snapshot-" + std::to_string(getpid());
+    const std::string cg = mount + rel;
+    EngineConfig ec;
+    Status st;
+    auto engine = Engine::start(ec, st);
+    ASSERT_TRUE(engine) << st.message;
+    auto py = python("import select, threading\n"
+                     "print(threading.get_native_id(), flush=True)\n"
+                     "select.select([], [], [], 1000)\n");
+    auto lines = py.read_lines(1, 30);
+    ASSERT_EQ(lines.size(), 1u) << py.err();
+    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
+    auto other = python("import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n");
+    ASSERT_EQ(other.read_lines(1, 30).size(), 1u) << other.err();
+    usleep(200000);  // settled in select
+
+    SessionConfig wall;
+    wall.targets.cgroups = {rel};
+    wall.duration_s = 30;  // (a cgroup that does not exist yet is waited for this long)
+    wall.mode = ProfileMode::Wall;
+    Session* w = engine->subscribe(wall, nullptr, st);
+    ASSERT_TRUE(w) << st.message;
+    poll_for(*engine, 0.2);
+    SessionConfig cpu;
+    cpu.targets.pids = {other.pid()};
+    Session* c = engine->subscribe(cpu, nullptr, st);
+    ASSERT_TRUE(c) << st.message;
+    poll_for(*engine, 0.3);
+    ASSERT_EQ(mkdir(cg.c_str(), 0755), 0) << cg;
+    std::ofstream(cg + "/cgroup.procs") << py.pid() << "\n";
+    poll_for(*engine, 1.0);  // found at the next retry (every 250 ms)
+    Profile p = engine->stop(w);
+    engine->stop(c);
+    std::ofstream(mount + "/cgroup.procs") << py.pid() << "\n";
+    rmdir(cg.c_str());
+    ASSERT_TRUE(p.processes.count(py.pid())) << "not found in the cgroup";
+    auto& threads = p.processes.at(py.pid()).threads;
+    ASSERT_TRUE(threads.count(tid));
+    uint64_t off = 0;
+    for (auto& smp : threads.at(tid).samples) {
+        ASSERT_EQ(smp.kind, SampleKind::OffCpu);
+        off += smp.weight_ns;
+    }
+    const uint64_t dur = p.run.end_mono_ns - p.run.start_mono_ns;
+    EXPECT_EQ(off, dur) << "off-CPU " << off << " ns of a " << dur << " ns run";
+}
 
 // cpu mode attaches nothing of the scheduler programs; a wall session attaches them, and its
 // end detaches them again while the cpu session goes on.

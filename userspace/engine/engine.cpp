@@ -433,7 +433,6 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     Session* sp = s.get();
     sessions_.push_back(std::move(s));
     apply_wall();
-    asleep_at_start_.clear();
     if (cfg.mode == ProfileMode::Wall) {
         // Its --pid targets; and with targets found after its start (--all-python's scan, a
         // --cgroup's processes, children of its --pid targets; not a launched command's, which
@@ -448,13 +447,13 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
             for (pid_t tid : procfs::tids(pid)) {
                 threads++;
                 if (auto st = procfs::read_task_status(pid, tid); st && (st->state == 'S' || st->state == 'D'))
-                    asleep_at_start_[static_cast<uint32_t>(tid)] = {pid, st->state, st->switches};
+                    sp->asleep_at_start_[static_cast<uint32_t>(tid)] = {pid, st->state, st->switches};
             }
-        asleep_at_start_ns_ = mono_ns();
-        asleep_at_start_ticks_ = boot_clock_ticks();
+        sp->asleep_ns_ = mono_ns();
+        sp->asleep_ticks_ = boot_clock_ticks();
         if (cfg_.knobs.debug)
-            debug("wall: " + std::to_string(asleep_at_start_.size()) + " of " + std::to_string(threads) +
-                  " threads asleep at the start, read in " + std::to_string((asleep_at_start_ns_ - t0) / 1000) + " us");
+            debug("wall: " + std::to_string(sp->asleep_at_start_.size()) + " of " + std::to_string(threads) +
+                  " threads asleep at the start, read in " + std::to_string((sp->asleep_ns_ - t0) / 1000) + " us");
     }
     sp->start_mono_ns_ = mono_ns();
     sp->start_unix_ns_ = real_ns();
@@ -696,8 +695,9 @@ void Engine::release_target(Session& s, pid_t pid) {
 }
 
 void Engine::target_gone(pid_t pid) {
-    for (auto a = asleep_at_start_.begin(); a != asleep_at_start_.end();)
-        a = a->second.pid == pid ? asleep_at_start_.erase(a) : std::next(a);
+    for (auto& s : sessions_)
+        for (auto a = s->asleep_at_start_.begin(); a != s->asleep_at_start_.end();)
+            a = a->second.pid == pid ? s->asleep_at_start_.erase(a) : std::next(a);
     if (!targets_.count(pid)) return;
     // Samples already in the ring buffer are ordered before this point: consume them while
     // the process's caches are still there, then forget it.
@@ -1092,7 +1092,10 @@ void Engine::update_wall(pid_t pid) {
     if (!sampler_->set_process_flags(pid, PBP_PROC_WALL, want ? PBP_PROC_WALL : 0, &proc)) return;  // exec'd: found again
     if (want) {
         wall_pids_.insert(pid);
-        seed_offcpu(pid, proc);
+        std::vector<const Session*> wall;
+        for (Session* s : it->second)
+            if (s->cfg_.mode == ProfileMode::Wall) wall.push_back(s);
+        seed_offcpu(pid, proc, wall);
     } else {
         wall_pids_.erase(pid);
         sampler_->forget_offcpu(pid);
@@ -1126,26 +1129,26 @@ void Engine::update_async(pid_t pid) {
 // Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
 // one asleep has its interval start now (what came before is before every session that wants
 // it), or from a wall session's start when it was asleep then and has not been switched since
-// (asleep_at_start_); its reason from /proc (S sleeping, D uninterruptible; whether an S thread
+// (Session::asleep_at_start_; of the wall sessions that want it, the earliest such start); its reason from /proc (S sleeping, D uninterruptible; whether an S thread
 // waits for the GIL would need the GIL's layout: it counts as sleeping), and its stack read now
 // from its memory: it was never switched out while tracked, so BPF has not walked it, and until
 // it runs its stack stays the one it blocks with (seed_stacks_, used by its first record;
 // symbolized now, while its code objects live: the record comes when it wakes, maybe to exit).
 // One running is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
-void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
+void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<const Session*>& wall) {
     const uint64_t now = mono_ns();
     std::vector<cpython::ThreadStack> stacks;
     std::string err;
     bool have_stacks = false;
-    // The snapshot's entries are of this process only if it started before it (its PID may be
+    // A snapshot's entries are of this process only if it started before it (its PID may be
     // another's, exited and reused since: the entries of processes that were never targets stay).
-    std::optional<bool> started_before;
-    auto existed_then = [&] {
-        if (!started_before) {
+    std::optional<uint64_t> start_ticks;
+    auto existed_at = [&](uint64_t ticks) {
+        if (!start_ticks) {
             auto st = parse_proc_stat(procfs::read_text("/proc/" + std::to_string(pid) + "/stat"));
-            started_before = st && st->start_ticks <= asleep_at_start_ticks_;
+            start_ticks = st ? st->start_ticks : UINT64_MAX;
         }
-        return *started_before;
+        return *start_ticks <= ticks;
     };
     for (pid_t tid : procfs::tids(pid)) {
         auto st = procfs::read_task_status(pid, tid);
@@ -1155,10 +1158,11 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc) {
         e.gil = proc.off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;  // as BPF's offcpu_gil()
         if (st->state == 'S' || st->state == 'D') {
             e.out_ns = now;
-            if (auto a = asleep_at_start_.find(static_cast<uint32_t>(tid));
-                a != asleep_at_start_.end() && a->second.pid == pid && a->second.state == st->state &&
-                a->second.switches == st->switches && existed_then())
-                e.out_ns = asleep_at_start_ns_;  // asleep since before the session began
+            for (const Session* s : wall)  // asleep since before a session began: from the earliest
+                if (auto a = s->asleep_at_start_.find(static_cast<uint32_t>(tid));
+                    a != s->asleep_at_start_.end() && a->second.pid == pid && a->second.state == st->state &&
+                    a->second.switches == st->switches && s->asleep_ns_ < e.out_ns && existed_at(s->asleep_ticks_))
+                    e.out_ns = s->asleep_ns_;
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
             if (!have_stacks) {  // once, when the first asleep thread is met
                 have_stacks = true;

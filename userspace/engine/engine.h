@@ -229,6 +229,22 @@ private:
     };
     std::map<pid_t, Unannounced> unannounced_;
     std::string first_refusal_;
+    // A wall session's start: the threads of its --pid targets (of every process, when it finds
+    // targets later: --all-python, --cgroup, children) asleep then, with their context switch
+    // counts (read just before asleep_ns, which precedes the session's start). One still asleep
+    // with the same count when its process is registered slept all along: its interval is
+    // seeded from then, not from the registration (Engine::seed_offcpu). Each wall session keeps
+    // its own (until 2026-11-29 the engine kept the last subscribe's, and any subscribe cleared
+    // it); a target's entries go when it exits (Engine::target_gone), before its PID can be
+    // reused; another's stay, so a process that started after it is never seeded from them.
+    struct AsleepAtStart {
+        pid_t pid;
+        char state;
+        uint64_t switches;
+    };
+    std::map<uint32_t, AsleepAtStart> asleep_at_start_;  // by tid
+    uint64_t asleep_ns_ = 0;
+    uint64_t asleep_ticks_ = 0;  // the same time in /proc/PID/stat's starttime units
     std::set<pid_t> refusals_said_;  // processes running a Python it cannot profile, said at once
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
     // out for not holding the GIL, by state (RunInfo::gil_*).
@@ -323,7 +339,9 @@ private:
     // --mode wall. Does a wall session want pid? Then its threads are tracked off CPU (BPF's
     // PBP_PROC_WALL, the threads asleep now seeded), else no longer (their entries dropped).
     void update_wall(pid_t pid);
-    void seed_offcpu(pid_t pid, const pbp_proc& proc);
+    // Its threads asleep now, seeded from now or, when the snapshot of one of the wall sessions
+    // that want it says they slept since its start, from then.
+    void seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<const Session*>& wall);
     // The scheduler programs attached while a wall session lives, at the smallest min_block.
     void apply_wall();
     // A wall session's end: its targets' threads still off CPU, and their sums of short
@@ -375,22 +393,6 @@ private:
         uint8_t wait;       // the wait leaf stack_id ends in
     };
     std::map<uint32_t, SeedStack> seed_stacks_;  // by tid: threads asleep when seeded, as read then
-    // A wall session's start: the threads of its --pid targets (of every process, when it finds
-    // targets later: --all-python, --cgroup, children) asleep then, with their context
-    // switch counts (read just before asleep_at_start_ns_, which precedes the session's start).
-    // One still asleep with the same count when its process is registered slept all along: its
-    // interval is seeded from then, not from the registration
-    // (seed_offcpu; each session counts from its own start). Filled anew by each wall session's
-    // subscribe(); a target's entries go when it exits (target_gone), before its PID can be
-    // reused; another's stay, so a process that started after it is never seeded from them.
-    struct AsleepAtStart {
-        pid_t pid;
-        char state;
-        uint64_t switches;
-    };
-    std::map<uint32_t, AsleepAtStart> asleep_at_start_;  // by tid
-    uint64_t asleep_at_start_ns_ = 0;
-    uint64_t asleep_at_start_ticks_ = 0;  // the same time in /proc/PID/stat's starttime units
     uint64_t offcpu_stackless_ = 0;  // pending intervals at a session's end whose stack could not be read
     struct Pending {
         uint64_t since_ns;
