@@ -1119,7 +1119,9 @@
   const gilText = p => p.gil ? fmtPct(100 * p.gil.share) : 'n/a';
 
   function renderSummary() {
-    document.getElementById('title-target').textContent = run.target || '';
+    const titleEl = document.getElementById('title-target');
+    titleEl.textContent = run.target || '';
+    titleEl.title = run.target || '';  // (the heading is cut to one line)
     const start = new Date(run.start_unix_ms);
     const unresolved = Object.entries(run.unresolved || {});
     const items = [
@@ -1141,7 +1143,7 @@
       ...(run.merged_from && run.merged_from.length ? [['Merged', `${run.merged_from.length} profiles, lined up by their wall-clock start times`]] : []),
     ];
     document.getElementById('summary').replaceChildren(...items.map(([k, v]) =>
-      el('div', { class: 'item', 'data-key': k.toLowerCase() }, el('span', { class: 'k', text: k }), el('span', { class: 'v', text: v }))));
+      el('div', { class: 'item', 'data-key': k.toLowerCase() }, el('span', { class: 'k', text: k }), el('span', { class: 'v', text: v, title: v }))));
     const notes = [];
     if (run.truncated) notes.push(`${fmtInt(run.truncated)} samples were deeper than ${run.max_depth} frames: their innermost ${run.max_depth} frames are kept, under a [truncated] frame where the outer ones were.`);
     if (run.lost) notes.push(`${fmtInt(run.lost)} samples were lost (ring buffer full).`);

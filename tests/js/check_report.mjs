@@ -36,7 +36,8 @@
 //                    drawn bins add up to, ±10 ms), "na": [tids that must say n/a],
 //                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"},
 //            "layout": {"dir": screenshots dir, "min_columns": N} (every table column in view at
-//                       1400x1000 and 1000x800, nothing scrolls sideways),
+//                       1400x1000 and 1000x800, nothing scrolls sideways, the title within the
+//                       width with its full text in its tooltip),
 //            "flame_bounded": {"max_height": px, "collapsed_at_least": N} (the box is bounded, the
 //                       tables start within a screen, a collapsed run of >= N frames expands),
 //            "timeline": {"min_rows": N, "groups": N, "thread_names": {"tid": "name"}},
@@ -700,7 +701,17 @@ async function main() {
       await sleep(700);  // the page redraws 150 ms after a resize
       const res = await page.evaluate(() => {
         const vw = document.documentElement.clientWidth;
-        const out = { tables: 0, columns: 0, cells: 0, bad: [], pageScrollsX: document.documentElement.scrollWidth > vw + 1 };
+        const out = { tables: 0, columns: 0, cells: 0, bad: [], pageScrollsX: document.documentElement.scrollWidth > vw + 1, wide: [] };
+        // What sticks out on the right (the innermost elements whose box or content passes the edge).
+        if (out.pageScrollsX) {
+          const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.classList.length ? '.' + [...e.classList].join('.') : '');
+          for (const e of document.body.querySelectorAll('*')) {
+            const r = e.getBoundingClientRect();
+            const right = getComputedStyle(e).overflowX === 'visible' ? Math.max(r.right, r.left + e.scrollWidth) : r.right;
+            if (r.width > 0 && right > vw + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > vw + 1))
+              out.wide.push(`${name(e)} (${r.left.toFixed(0)}-${right.toFixed(0)})`);
+          }
+        }
         for (const t of document.querySelectorAll('table.data')) {
           if (!t.offsetParent || !t.tBodies[0] || !t.tBodies[0].rows.length) continue;
           const wrap = t.closest('.table-wrap');
@@ -724,12 +735,18 @@ async function main() {
             }
           });
         }
+        // The title: within the width, its full text in its tooltip when cut.
+        const title = document.getElementById('title-target');
+        const tr = title.getBoundingClientRect();
+        out.title = { right: tr.right, cut: title.scrollWidth > title.clientWidth + 1, full: title.title === title.textContent };
         return out;
       });
-      if (res.pageScrollsX) fail(`at ${w}x${h} the page scrolls sideways`);
+      if (res.title.right > w + 1) fail(`at ${w}x${h} the title reaches ${res.title.right.toFixed(0)} px`);
+      if (res.title.cut && !res.title.full) fail(`at ${w}x${h} the title is cut and its tooltip does not hold its text`);
+      if (res.pageScrollsX) fail(`at ${w}x${h} the page scrolls sideways: ${res.wide.slice(0, 4).join(', ')} past ${w} px`);
       for (const b of res.bad.slice(0, 6)) fail(`at ${w}x${h}: ${b}`);
       if (expect.layout.min_columns && res.columns < expect.layout.min_columns) fail(`at ${w}x${h} only ${res.columns} columns checked`);
-      info.push(`${w}x${h}: ${res.tables} tables, ${res.columns} columns, ${res.cells} cells in view`);
+      info.push(`${w}x${h}: ${res.tables} tables, ${res.columns} columns, ${res.cells} cells in view${res.title.cut ? ', the title cut' : ''}`);
       if (expect.layout.dir) {
         fs.mkdirSync(expect.layout.dir, { recursive: true });
         await page.evaluate(() => window.scrollTo(0, 0));

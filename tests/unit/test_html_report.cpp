@@ -775,12 +775,17 @@ TEST(HtmlReport, GilLanesAndUtilisation) {
     EXPECT_NE(r.out.find("4 GIL lanes drawn"), std::string::npos) << r.out;
 }
 
-// A profile that is hard to lay out: long function names, deep paths, long command lines,
-// merge labels (a Where column), three processes with CPU/RSS readings.
+// A profile that is hard to lay out: long function names, deep paths, long command lines (the
+// launched one, in the title, with a 190-character word), merge labels (a Where column), three
+// processes with CPU/RSS readings.
 Profile wide_profile() {
     Profile p = two_process_profile();
     Builder b;
     b.p = p;
+    std::string word = "--run_id=nightly";
+    while (word.size() < 190) word += "_feature_engineering_backfill";
+    b.p.run.command = {"python3", "-m", "analytics.worker", word};
+    b.p.run.target = "python3 -m analytics.worker " + word;
     uint32_t mod = b.frame("<module>", "/app/app.py", 1);
     uint32_t deep = b.frame("analytics.pipelines.FeatureEngineeringPipeline.compute_rolling_window_statistics_for_every_column",
                             "/opt/venvs/analytics-prod-2026/lib/python3.11/site-packages/analytics/pipelines/feature_engineering.py", 1234);
@@ -800,8 +805,9 @@ Profile wide_profile() {
     return b.p;
 }
 
-// At 1400x1000 and 1000x800 every column of every table is in view, nothing sideways
-// (screenshots kept in the test's temp dir); the charts share the timeline's axis.
+// At 1400x1000 and 1000x800 every column of every table is in view, nothing sideways (the
+// title with its long word is cut to one line, its full text in its tooltip; screenshots kept in
+// the test's temp dir); the charts share the timeline's axis.
 TEST(HtmlReport, EveryColumnVisibleAt1400And1000Wide) {
     std::string why;
     PBP_REQUIRE(report_checker_available(why), why);
