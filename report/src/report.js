@@ -646,19 +646,82 @@
   const fnColor = new Map(hotFns.map((f, i) => [f, isWaitLeaf(fnName[f]) ? OFF_CPU_COLOR : d3.schemeTableau10[i]]));
   const OTHER = '#b8b8b8';
 
-  // Rows, grouped by process: a process row (all its threads summed; click the triangle to
-  // open or close the group) followed, when open, by one row per thread. A process with one
-  // thread is one row. Rows keep a fixed height (labels stay readable with any number of
-  // threads); past TL_MAX_H the timeline scrolls on its own, under a fixed time axis.
+  // Rows grouped by process, as the timeline and the GIL lanes both show them (one function
+  // builds both, so a thread has the same label in each): a process row (its threads summed;
+  // click the triangle to open or close the group) followed, when open, by one row per
+  // thread, labelled with threadLabel (the thread's Python name, else its OS name, and its
+  // tid). A process with one thread is one row. Rows keep a fixed height (labels stay
+  // readable with any number of threads) and scroll in their own bounded box.
+  // groups: [{ proc, threads: [thread index] }]; open: the Set of open processes.
+  function groupedRows(groups, open) {
+    const rows = [];
+    for (const g of groups) {
+      const p = procs[g.proc];
+      if (g.threads.length === 1) {
+        const t = threads[g.threads[0]];
+        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: g.threads, depth: 0,
+          label: `${procTag(p)} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(p)}` });
+        continue;
+      }
+      const isOpen = open.has(p.index);
+      rows.push({ kind: 'proc', index: p.index, proc: p.index, threads: g.threads, depth: 0, open: isOpen,
+        label: `${isOpen ? '▾' : '▸'} ${procTag(p)} ${shortCmd(p.cmdline || p.comm)} · ${g.threads.length} threads`,
+        title: `${procLabel(p)}: ${g.threads.length} threads (click the triangle to ${isOpen ? 'close' : 'open'} the group)` });
+      if (isOpen) for (const ti of g.threads) {
+        const t = threads[ti];
+        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: [ti], depth: 1,
+          label: threadLabel(t), title: `${threadLabel(t)} of ${procLabel(p)}` });
+      }
+    }
+    return rows;
+  }
+  // Groups start open when all their rows fit a few screens; else closed.
+  const ROWS_OPEN_MAX = 300;
+  function initiallyOpen(groups) {
+    const all = groups.reduce((a, g) => a + 1 + (g.threads.length > 1 ? g.threads.length : 0), 0);
+    return new Set(all <= ROWS_OPEN_MAX ? groups.map(g => g.proc) : []);
+  }
+  // The label of each row, cut to fit its column (the full text is in its tooltip and data-label).
+  function fitLabels(ctx, rows) {
+    ctx.font = '12px system-ui, sans-serif';
+    for (const r of rows) {
+      const room = LABEL_W - 8 - r.depth * 14;
+      let text = r.label;
+      while (text.length > 4 && ctx.measureText(text).width > room) text = text.slice(0, -2);
+      if (text !== r.label) text = text.slice(0, -1) + '…';
+      r.text = text;
+    }
+  }
+  // The rows' labels as SVG (crisp, findable text) in the overlay svg, rh px each: click a
+  // thread to filter to it, a process row's triangle to open or close its group (toggle), the
+  // rest of it to filter to the process. cls: a prefix for more classes of each row's g (gil: gil-row gil-thread).
+  function drawRowLabels(svg, rows, rh, toggle, cls) {
+    const lab = svg.append('g').attr('class', 'tl-labels').selectAll('g').data(rows).join('g')
+      .attr('class', r => `tl-row tl-${r.kind}${r.inScope ? '' : ' out'}${cls ? ` ${cls}-row ${cls}-${r.kind}` : ''}`)
+      .attr('data-kind', r => r.kind).attr('data-proc', r => r.proc)
+      .attr('data-tid', r => (r.kind === 'thread' ? threads[r.index].tid : null))
+      .attr('data-pid', r => procs[r.proc].pid)
+      .attr('data-label', r => r.label)
+      .attr('data-threads', r => (r.kind === 'proc' ? r.threads.length : null))
+      .attr('data-open', r => (r.kind === 'proc' ? String(r.open) : null))
+      .attr('transform', (r, i) => `translate(0,${i * rh})`);
+    lab.append('rect').attr('class', 'tl-label').attr('x', 0).attr('y', 0).attr('width', LABEL_W).attr('height', rh)
+      .attr('fill', 'transparent').style('cursor', 'pointer')
+      .on('click', (ev, r) => {
+        if (r.kind === 'thread') selectThread(r.index);
+        else if (d3.pointer(ev, svg.node())[0] < 18 + r.depth * 14) toggle(r.index);
+        else selectProcess(r.index);
+      })
+      .append('title').text(r => r.title);
+    lab.append('text').attr('class', 'tl-label-text').attr('x', r => 4 + r.depth * 14).attr('y', rh / 2)
+      .attr('dominant-baseline', 'central').text(r => r.text);
+    return lab;
+  }
+
   const TL_RH = 16, TL_MAX_H = 420;
   const tlGroups = procs.map(p => ({ proc: p.index, threads: p.threadIdx.filter(t => threads[t].n > 0) }))
     .filter(g => g.threads.length);
-  const groupOpen = new Set();
-  {
-    // Open every group when all the rows fit a few screens; else start closed.
-    const all = tlGroups.reduce((a, g) => a + 1 + (g.threads.length > 1 ? g.threads.length : 0), 0);
-    if (all <= 300) for (const g of tlGroups) groupOpen.add(g.proc);
-  }
+  const groupOpen = initiallyOpen(tlGroups);
   const seriesCache = new Map();  // row key -> { count, fn } per fine bin
   function rowSeries(key, tids) {
     let r = seriesCache.get(key);
@@ -676,27 +739,7 @@
     return r;
   }
   function timelineRows() {
-    const rows = [];
-    for (const g of tlGroups) {
-      const p = procs[g.proc];
-      if (g.threads.length === 1) {
-        const t = threads[g.threads[0]];
-        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: g.threads, depth: 0,
-          label: `${procTag(p)} ${threadLabel(t)}`, title: `${threadLabel(t)} of ${procLabel(p)}`, ...rowSeries('t' + t.index, g.threads) });
-        continue;
-      }
-      const open = groupOpen.has(p.index);
-      rows.push({ kind: 'proc', index: p.index, proc: p.index, threads: g.threads, depth: 0, open,
-        label: `${open ? '▾' : '▸'} ${procTag(p)} ${shortCmd(p.cmdline || p.comm)} · ${g.threads.length} threads`,
-        title: `${procLabel(p)}: ${g.threads.length} threads (click the triangle to ${open ? 'close' : 'open'} the group)`,
-        ...rowSeries('p' + p.index, g.threads) });
-      if (open) for (const ti of g.threads) {
-        const t = threads[ti];
-        rows.push({ kind: 'thread', index: t.index, proc: p.index, threads: [ti], depth: 1,
-          label: threadLabel(t), title: `${threadLabel(t)} of ${procLabel(p)}`, ...rowSeries('t' + ti, [ti]) });
-      }
-    }
-    return rows;
+    return groupedRows(tlGroups, groupOpen).map(r => Object.assign(r, rowSeries((r.kind === 'proc' ? 'p' : 't') + r.index, r.threads)));
   }
   function toggleGroup(pi) {
     if (groupOpen.has(pi)) groupOpen.delete(pi); else groupOpen.add(pi);
@@ -726,7 +769,6 @@
     tlX = d3.scaleLinear().domain([0, spanS]).range([0, plotW]);
     const scoped = new Set(scopeThreads());
     const bw = Math.max(1, plotW / nfine);
-    ctx.font = '12px system-ui, sans-serif';
     rows.forEach((r, ri) => {
       const y = ri * rh;
       r.inScope = r.threads.some(t => scoped.has(t));
@@ -746,36 +788,14 @@
         ctx.fillRect(LABEL_W + tlX(b * fineS), y + rh - 1 - bh, bw, bh);
       }
       ctx.globalAlpha = 1;
-      // The label, cut to fit (the full text is in its tooltip).
-      const room = LABEL_W - 8 - r.depth * 14;
-      let text = r.label;
-      while (text.length > 4 && ctx.measureText(text).width > room) text = text.slice(0, -2);
-      if (text !== r.label) text = text.slice(0, -1) + '…';
-      r.text = text;
     });
+    fitLabels(ctx, rows);
     const scroller = el('div', { class: 'tl-scroll' });
     scroller.style.maxHeight = TL_MAX_H + 'px';
     scroller.append(canvas);
     timelineEl.append(scroller);
     const svg = d3.select(scroller).append('svg').attr('class', 'tl-overlay').attr('width', width).attr('height', h);
-    // Row labels (text, so they stay crisp and findable); click a thread to filter to it, a
-    // process row's triangle to open or close its group, the rest of it to filter to it.
-    const lab = svg.append('g').attr('class', 'tl-labels').selectAll('g').data(rows).join('g')
-      .attr('class', r => 'tl-row tl-' + r.kind + (r.inScope ? '' : ' out'))
-      .attr('data-kind', r => r.kind).attr('data-proc', r => r.proc)
-      .attr('data-tid', r => (r.kind === 'thread' ? threads[r.index].tid : null))
-      .attr('data-pid', r => procs[r.proc].pid)
-      .attr('transform', (r, i) => `translate(0,${i * rh})`);
-    lab.append('rect').attr('class', 'tl-label').attr('x', 0).attr('y', 0).attr('width', LABEL_W).attr('height', rh)
-      .attr('fill', 'transparent').style('cursor', 'pointer')
-      .on('click', (ev, r) => {
-        if (r.kind === 'thread') selectThread(r.index);
-        else if (d3.pointer(ev, svg.node())[0] < 18 + r.depth * 14) toggleGroup(r.index);
-        else selectProcess(r.index);
-      })
-      .append('title').text(r => r.title);
-    lab.append('text').attr('class', 'tl-label-text').attr('x', r => 4 + r.depth * 14).attr('y', rh / 2)
-      .attr('dominant-baseline', 'central').text(r => r.text);
+    drawRowLabels(svg, rows, rh, toggleGroup);
     brush = d3.brushX().extent([[0, 0], [plotW, h]]).on('end', ev => {
       if (!ev.sourceEvent) return;  // our own snap below
       if (!ev.selection) { setRange(null); return; }
@@ -1057,62 +1077,162 @@
   // ---- GIL lanes --------------------------------------------------------------------
   // Per thread over time: the share of each timeline bin it held the GIL (top lane) and waited
   // for it (bottom lane), from the samples' GIL state. A thread whose GIL state is not known
-  // (free-threaded build, or a layout pybpfprof does not know) says n/a.
+  // (free-threaded build, or a layout pybpfprof does not know) says n/a. Rows as the
+  // timeline's (groupedRows: grouped by process, collapsible, the same labels), in a box of at
+  // most GIL_MAX_H (240 px, a quarter of the window on a small one) that scrolls on its own, so the flame graph below stays near the top
+  // with any number of threads. Every thread is drawn (on a canvas; none is left out). A
+  // process row sums its threads: held, the share of the bin its GIL was held; waiting, the
+  // number of its threads waiting on average, scaled to its most (at least one thread).
   const GIL_HELD = '#2e8b57', GIL_WAIT = '#d9534f';
-  const gilThreads = threads.filter(t => t.n > 0 || t.gil);
+  const GIL_RH = 20, GIL_LH = 9, GIL_MAX_H = 'min(240px, 25vh)';
+  const gilGroups = procs.map(p => ({ proc: p.index, threads: p.threadIdx.filter(t => threads[t].n > 0 || threads[t].gil) }))
+    .filter(g => g.threads.length);
   const anyGil = threads.some(t => t.gil);
+  const gilOpen = initiallyOpen(gilGroups);
+  const gilProcCache = new Map();  // process -> { held, waiting, wmax } per fine bin (null: no thread's GIL known)
+  function gilProcLanes(pi) {
+    if (gilProcCache.has(pi)) return gilProcCache.get(pi);
+    const known = procs[pi].threadIdx.map(i => threads[i]).filter(t => t.gil);
+    let r = null;
+    if (known.length) {
+      const held = new Float32Array(nfine), waiting = new Float32Array(nfine);
+      for (const t of known) for (let b = 0; b < nfine; b++) { held[b] += t.gil.held[b]; waiting[b] += t.gil.waiting[b]; }
+      let wmax = 1000;
+      for (let b = 0; b < nfine; b++) wmax = Math.max(wmax, waiting[b]);
+      r = { held, waiting, wmax };
+    }
+    gilProcCache.set(pi, r);
+    return r;
+  }
+  // A row's two lanes: [kind, values per fine bin (permille), full-height value, colour].
+  function gilLanesOf(r) {
+    if (r.kind === 'thread') {
+      const g = threads[r.index].gil;
+      return g ? [['held', g.held, 1000, GIL_HELD], ['waiting', g.waiting, 1000, GIL_WAIT]] : null;
+    }
+    const pl = gilProcLanes(r.index);
+    return pl ? [['held', pl.held, 1000, GIL_HELD], ['waiting', pl.waiting, pl.wmax, GIL_WAIT]] : null;
+  }
+  function toggleGilGroup(pi) {
+    if (gilOpen.has(pi)) gilOpen.delete(pi); else gilOpen.add(pi);
+    renderGil();
+  }
+  let gilGeom = null;
   function renderGil() {
     const sec = document.getElementById('gil-section');
     sec.hidden = !anyGil;
     if (!anyGil) return;
     const box = document.getElementById('gil-lanes');
+    const scrollTop = box.querySelector('.gil-scroll')?.scrollTop || 0;
     const width = Math.max(400, timelineEl.clientWidth || box.clientWidth || 1000);
     const plotW = width - LABEL_W - 16;  // as the timeline: the same x for the same time
-    const lh = 12, gap = 6;
-    const shown = gilThreads.slice(0, 64);
-    const h = shown.length * (2 * lh + gap);
+    const rows = groupedRows(gilGroups, gilOpen);
+    const rh = GIL_RH, lh = GIL_LH;
+    const h = Math.max(rh, rows.length * rh);
     const x = d3.scaleLinear().domain([0, nfine * fineS]).range([0, plotW]);
     const scoped = new Set(scopeThreads());
-    const svg = d3.create('svg').attr('class', 'gil-svg').attr('width', width).attr('height', h);
-    shown.forEach((t, i) => {
-      const y0 = i * (2 * lh + gap);
-      const g = svg.append('g').attr('class', 'gil-thread').attr('data-tid', t.tid)
-        .attr('opacity', scoped.has(t.index) ? 1 : 0.3);
-      g.append('text').attr('x', 4).attr('y', y0 + lh).attr('class', 'gil-label')
-        .text(`${procTag(procs[t.proc])} ${threadLabel(t)}`).append('title').text(`${threadLabel(t)} of ${procLabel(procs[t.proc])}`);
-      if (!t.gil) {
-        g.append('text').attr('class', 'gil-na').attr('x', LABEL_W + 4).attr('y', y0 + lh)
-          .text('GIL n/a (free-threaded, or its GIL is not known)');
-        return;
-      }
-      for (const [kind, lane, color, dy] of [['held', t.gil.held, GIL_HELD, 0], ['waiting', t.gil.waiting, GIL_WAIT, lh]]) {
-        const lg = g.append('g').attr('class', 'gil-lane').attr('data-kind', kind).attr('data-tid', t.tid)
-          .attr('data-ns', kind === 'held' ? t.gil.held_ns : t.gil.waiting_ns);
-        lg.append('rect').attr('x', LABEL_W).attr('y', y0 + dy).attr('width', plotW).attr('height', lh - 1).attr('fill', '#f3f3f3');
-        let bins = 0;
+    // (A canvas side is at most 32767 px: a very tall one is drawn at a lower resolution.)
+    const dpr = Math.min(window.devicePixelRatio || 1, 32000 / h);
+    const canvas = el('canvas', { class: 'gil-canvas' });
+    canvas.width = Math.round(width * dpr); canvas.height = Math.round(h * dpr);
+    canvas.style.width = width + 'px'; canvas.style.height = h + 'px';
+    const ctx = canvas.getContext('2d');
+    ctx.scale(dpr, dpr);
+    const drawn = [];  // per row: its lanes' drawn bins and seconds
+    rows.forEach((r, ri) => {
+      const y = ri * rh;
+      r.inScope = r.threads.some(t => scoped.has(t));
+      if (r.kind === 'proc') { ctx.fillStyle = '#eaeef3'; ctx.fillRect(0, y, LABEL_W + plotW, rh); }
+      const ls = gilLanesOf(r);
+      r.lanes = ls;
+      if (!ls) { drawn.push(null); return; }
+      ctx.globalAlpha = r.inScope ? 1 : 0.3;
+      const out = [];
+      ls.forEach(([kind, lane, full, color], li) => {
+        const top = y + 1 + li * (lh + 1);
+        ctx.fillStyle = r.kind === 'proc' ? '#dde3ea' : '#f3f3f3';
+        ctx.fillRect(LABEL_W, top, plotW, lh);
+        ctx.fillStyle = color;
+        let bins = 0, runs = 0, seconds = 0;
         for (let b = 0; b < nfine;) {
           let e = b + 1;
           while (e < nfine && lane[e] === lane[b]) e++;
           if (lane[b]) {
-            const bh = Math.max(1, (lh - 1) * lane[b] / 1000);
-            lg.append('rect').attr('class', 'gil-bin').attr('data-share', lane[b] / 1000).attr('data-bins', e - b)
-              .attr('x', LABEL_W + x(b * fineS)).attr('y', y0 + dy + lh - 1 - bh)
-              .attr('width', Math.max(1, x(e * fineS) - x(b * fineS))).attr('height', bh).attr('fill', color)
-              .append('title').text(`${kind === 'held' ? 'holds' : 'waits for'} the GIL ${fmtPct(lane[b] / 10)} of ${fmtSec(b * fineS)}–${fmtSec(e * fineS)}`);
+            const bh = Math.max(1, lh * Math.min(1, lane[b] / full));
+            const x0 = x(b * fineS);
+            ctx.fillRect(LABEL_W + x0, top + lh - bh, Math.max(1, x(e * fineS) - x0), bh);
+            bins += e - b; runs++;
+            seconds += lane[b] / 1000 * (e - b) * fineS;
           }
-          bins += lane[b] ? e - b : 0;
           b = e;
         }
-        lg.attr('data-bins', bins);
+        out.push({ kind, top: top - y, bins, runs, seconds });
+      });
+      ctx.globalAlpha = 1;
+      drawn.push(out);
+    });
+    fitLabels(ctx, rows);
+    const scroller = el('div', { class: 'gil-scroll' });
+    scroller.style.maxHeight = GIL_MAX_H;
+    scroller.append(canvas);
+    const svg = d3.select(scroller).append('svg').attr('class', 'gil-svg gil-overlay').attr('width', width).attr('height', h);
+    const lab = drawRowLabels(svg, rows, rh, toggleGilGroup, 'gil');
+    // Per lane (for tests and tooltips): what was drawn of it; n/a where the GIL is not known.
+    lab.each(function (r, ri) {
+      const g = d3.select(this);
+      if (!r.lanes) {
+        g.append('text').attr('class', 'gil-na').attr('x', LABEL_W + 4).attr('y', rh / 2).attr('dominant-baseline', 'central')
+          .text('GIL n/a (free-threaded, or its GIL is not known)');
+        return;
+      }
+      const t = r.kind === 'thread' ? threads[r.index] : null;
+      for (const d of drawn[ri]) {
+        const lg = g.append('g').attr('class', r.kind === 'thread' ? 'gil-lane' : 'gil-proc-lane').attr('data-kind', d.kind)
+          .attr('data-bins', d.bins).attr('data-runs', d.runs).attr('data-seconds', d.seconds.toFixed(6));
+        if (t) lg.attr('data-tid', t.tid).attr('data-ns', d.kind === 'held' ? t.gil.held_ns : t.gil.waiting_ns);
+        lg.append('rect').attr('class', 'gil-lane-box').attr('x', LABEL_W).attr('y', d.top).attr('width', plotW).attr('height', lh)
+          .attr('fill', 'transparent');
       }
     });
-    box.replaceChildren(svg.node());
-    box.dataset.threads = String(shown.length);
+    const axis = d3.create('svg').attr('class', 'tl-axis-svg').attr('width', width).attr('height', 22);
+    axis.append('g').attr('class', 'tl-axis').attr('transform', `translate(${LABEL_W},0)`)
+      .call(d3.axisBottom(x).ticks(tlTicks(plotW)).tickFormat(v => fmtSec(v).replace(' ', '\u202f')));
+    box.replaceChildren(scroller, axis.node());
+    scroller.scrollTop = scrollTop;
+    gilGeom = { rows, x, plotW, scroller };
+    const threadRows = rows.filter(r => r.kind === 'thread').length;
+    const gilThreadCount = gilGroups.reduce((a, g) => a + g.threads.length, 0);
+    box.dataset.rows = String(rows.length);
+    box.dataset.threads = String(threadRows);
+    box.dataset.groups = String(rows.filter(r => r.kind === 'proc').length);
+    const closed = gilThreadCount - threadRows;
     document.getElementById('gil-legend').replaceChildren(
       el('span', { class: 'key' }, el('i', { style: `background:${GIL_HELD}` }), 'holds the GIL'),
       el('span', { class: 'key' }, el('i', { style: `background:${GIL_WAIT}` }), 'waits for the GIL'),
       el('span', { class: 'muted', text: ` · share of each ${fmtSec(fineS)} bin` +
-        (gilThreads.length > 64 ? ` · the first 64 of ${gilThreads.length} threads` : '') }));
+        (gilGroups.some(g => g.threads.length > 1) ? ' · ▸/▾ opens or closes a process; its row: the GIL held, threads waiting' : '') +
+        (closed ? ` · ${fmtInt(closed)} of ${fmtInt(gilThreadCount)} threads in closed groups` : '') }));
+  }
+  // Hover: which lane, bin and share.
+  {
+    const box = document.getElementById('gil-lanes');
+    const details = document.getElementById('gil-details');
+    box.addEventListener('mousemove', ev => {
+      if (!gilGeom || !details) return;
+      const c = gilGeom.scroller.querySelector('canvas').getBoundingClientRect();
+      const px = ev.clientX - c.left - LABEL_W, py = ev.clientY - c.top;
+      const r = gilGeom.rows[Math.floor(py / GIL_RH)];
+      if (!r || px < 0 || px > gilGeom.plotW) { details.textContent = r ? r.title : '\u00a0'; return; }
+      const who = r.kind === 'thread' ? `${threadLabel(threads[r.index])} of pid ${procTag(procs[r.proc])}` : `pid ${procTag(procs[r.proc])} (${r.threads.length} threads)`;
+      if (!r.lanes) { details.textContent = `${who}: GIL n/a`; return; }
+      const b = Math.min(nfine - 1, Math.max(0, Math.floor(gilGeom.x.invert(px) / fineS)));
+      const [, held] = r.lanes[0], [, waiting] = r.lanes[1];
+      const when = `${fmtSec(b * fineS)}–${fmtSec((b + 1) * fineS)}`;
+      details.textContent = r.kind === 'thread'
+        ? `${who}, ${when}: holds the GIL ${fmtPct(held[b] / 10)}, waits for it ${fmtPct(waiting[b] / 10)}`
+        : `${who}, ${when}: its GIL held ${fmtPct(Math.min(1000, held[b]) / 10)}, ${(waiting[b] / 1000).toFixed(1)} threads waiting for it on average`;
+    });
+    box.addEventListener('mouseleave', () => { if (details) details.textContent = '\u00a0'; });
   }
   // With off-CPU intervals (wall mode) the tables' times are wall time, not CPU time.
   const timeHeading = run.mode === 'wall' || run.off_cpu_ns ? 'Time' : 'CPU time';
@@ -1325,6 +1445,7 @@
       renderFlame();
       renderResources();
       renderLanes();
+      renderGil();
     }, 150);
   });
 

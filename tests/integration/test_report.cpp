@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -168,6 +169,68 @@ TEST_F(Report, GilLanesOfARealRunInChromium) {
                  300);
     EXPECT_EQ(c.status, 0) << c.out << c.err;
     EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
+}
+
+// 120 pool threads named in Python only (tests/workloads/named_pool.py: their OS name is the
+// interpreter's), taking turns at the GIL, profiled with --mode wall, launched with a command
+// line holding a 188-character word. In Chromium at 1400x1000 and 1000x800: the GIL section
+// is grouped by process as the timeline is (one group, which closes and opens), every thread
+// has its row (none left out), labelled with the Python name the workload printed for its tid
+// and with the same label as in the timeline; the rows scroll in a box at most 300 px high,
+// so the flame graph starts within 1.5 window heights; and nothing makes the page scroll
+// sideways (the title is cut, not widened).
+TEST_F(Report, GilLanesOfManyNamedThreadsStayBoundedAndGrouped) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    const std::string out = dir + "/pool.html";
+    std::string word = "--run_id=pybpfprof_report_layout_check";
+    for (int i = 0; i < 5; i++) word += "_pybpfprof_report_layout_check";
+    ASSERT_EQ(word.size(), 188u);
+    std::vector<std::string> cmd{pybpfprof_bin(), "-q", "--mode", "wall", "-f", "html", "-o", out, "--"};
+    for (auto& a : python()) cmd.push_back(a);
+    for (auto a : {workload("named_pool.py"), std::string("120"), std::string("3"), word}) cmd.push_back(a);
+    auto r = run(cmd, 180);
+    ASSERT_EQ(r.status, 0) << r.err;
+    // What the workload says each thread is: "thread NAME TID".
+    nlohmann::json names = nlohmann::json::object();
+    std::smatch m;
+    for (auto it = r.out.cbegin(); std::regex_search(it, r.out.cend(), m, std::regex(R"(thread (pool-\d+) (\d+)\n)")); it = m.suffix().first)
+        names[m[2].str()] = m[1].str();
+    ASSERT_EQ(names.size(), 120u) << r.out;
+
+    auto d = report_data(out);
+    ASSERT_FALSE(d.is_discarded());
+    ASSERT_EQ(d["procs"].size(), 1u);
+    EXPECT_NE(d["run"]["target"].get<std::string>().find(word), std::string::npos) << d["run"]["target"];
+    size_t lanes = 0, rows = 0;
+    for (const auto& t : d["procs"][0]["threads"]) {
+        rows += t["n"].get<uint64_t>() > 0 || t["gil"].is_object();
+        if (t["gil"].is_object()) lanes += 2;
+        const std::string tid = std::to_string(t["tid"].get<uint32_t>());
+        if (names.contains(tid)) {
+            EXPECT_EQ(t["name"], names[tid]) << "the report's name of tid " << tid;
+        }
+    }
+    EXPECT_GE(rows, 121u) << "the pool and the main thread";
+    EXPECT_GE(lanes, 240u) << "the GIL state of every pool thread is known";
+
+    std::ofstream(dir + "/expect.json") << nlohmann::json{
+        {"functions", {"main.<locals>.body", "[sleeping]"}},
+        {"gil", {{"lanes", lanes}, {"groups", 1}, {"threads", rows}, {"thread_names", names}, {"scrolls", true},
+                 {"max_box_h", 300}, {"flame_within_screens", 1.5}}},
+        {"timeline", {{"groups", 1}, {"thread_names", names}}},
+        {"layout", {{"dir", dir}, {"min_columns", 10}}}}.dump();
+    auto c = run({"node", source_dir() + "/tests/js/check_report.mjs", "--screenshot", dir + "/pool.png", out,
+                  dir + "/expect.json"},
+                 300);
+    EXPECT_EQ(c.status, 0) << c.out << c.err;
+    EXPECT_NE(c.out.find(std::to_string(lanes) + " GIL lanes drawn"), std::string::npos) << c.out << c.err;
+    EXPECT_NE(c.out.find("GIL rows: " + std::to_string(rows + 1) + " (1 process groups, " + std::to_string(rows) + " threads"),
+              std::string::npos) << c.out;
+    if (const char* keep = getenv("PBP_REPORT_KEEP"))  // the temp dir goes with the test
+        for (const char* png : {"pool.png", "report-1400x1000.png", "report-1000x800.png"})
+            run({"cp", dir + "/" + png, std::string(keep) + "/pool-" + png}, 30);
+    std::cout << c.out << "screenshots in " << dir << "\n";
 }
 
 // A real --mode wall run (real BPF: two threads contending for the GIL, one sleeping) saved as

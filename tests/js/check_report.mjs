@@ -19,7 +19,8 @@
 //     table changes, the scope bar names it) and clicking it again restores them;
 //   - with GIL states (expect.gil): the GIL lanes are drawn per thread, their bins add up to
 //     the time held / waited, unknown threads say n/a, and the process table has the GIL
-//     utilisation.
+//     utilisation; the rows are grouped by process as the timeline's (a group closes and
+//     opens), each thread labelled as the timeline labels it, in a bounded box of their own.
 //
 // Usage: node check_report.mjs [--screenshot FILE] [--timeout-ms N] REPORT.html [EXPECT.json]
 //   EXPECT: {"functions": [names that must be visible], "search": "term",
@@ -34,7 +35,12 @@
 //            "gil": {"lanes": N (GIL lanes drawn, two per thread with a known GIL state),
 //                    "held_s": {"tid": seconds}, "waiting_s": {"tid": seconds} (what each lane's
 //                    drawn bins add up to, ±10 ms), "na": [tids that must say n/a],
-//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall"},
+//                    "util": {"pid": "80%" or "n/a"} (the process table), "mode": "wall",
+//                    "groups": N (process rows), "threads": N (thread rows and threads in closed
+//                    groups), "thread_names": {"tid": "name"}, "scrolls": true (the rows scroll in
+//                    their own box), "max_box_h": px and "flame_within_screens": k (at 1400x1000
+//                    and 1000x800: the GIL box at most px high, the flame graph's section
+//                    starting within k window heights)},
 //            "layout": {"dir": screenshots dir, "min_columns": N} (every table column in view at
 //                       1400x1000 and 1000x800, nothing scrolls sideways, the title within the
 //                       width with its full text in its tooltip),
@@ -426,24 +432,40 @@ async function main() {
   }
 
   // GIL lanes: per thread with a known GIL state, a "held" and a "waiting" lane, each drawn
-  // as bins whose shares, times the bin, add up to the thread's held / waiting time; threads
-  // without one say n/a; the process table says each process's GIL utilisation (or n/a).
+  // (on the section's canvas: pixels of the lane's colour inside the lane) as bins whose
+  // shares, times the bin, add up to the thread's held / waiting time; threads without one say
+  // n/a; the process table says each process's GIL utilisation (or n/a).
   if (expect.gil) {
     const g = expect.gil;
     if (!(await page.isVisible('#gil-section'))) fail('the GIL section is hidden');
     await page.locator('#gil-lanes').scrollIntoViewIfNeeded();
-    const drawn = await page.evaluate(() => {
-      const fineS = window.pbpReport.data.bins.fine_ns / 1e9;
+    // Per lane: what it says it drew, and the pixels of its colour on the canvas inside its box.
+    const lanesInfo = () => page.evaluate(() => {
+      const canvas = document.querySelector('#gil-lanes canvas');
+      const ctx = canvas && canvas.getContext('2d');
+      const cr = canvas ? canvas.getBoundingClientRect() : null;
+      const sx = canvas ? canvas.width / cr.width : 1, sy = canvas ? canvas.height / cr.height : 1;
+      const colour = { held: [0x2e, 0x8b, 0x57], waiting: [0xd9, 0x53, 0x4f] };
       const lanes = [...document.querySelectorAll('#gil-lanes g.gil-lane')].map(l => {
-        const bins = [...l.querySelectorAll('rect.gil-bin')];
-        const box = bins.map(r => r.getBoundingClientRect()).filter(b => b.width > 0 && b.height > 0).length;
-        return { tid: Number(l.dataset.tid), kind: l.dataset.kind, rects: bins.length, visible: box,
-          seconds: bins.reduce((a, r) => a + Number(r.dataset.share) * Number(r.dataset.bins) * fineS, 0) };
+        let painted = 0;
+        const b = l.querySelector('rect.gil-lane-box');
+        if (ctx && b) {
+          const r = b.getBoundingClientRect();
+          const x0 = Math.round((r.left - cr.left) * sx), y0 = Math.round((r.top - cr.top) * sy);
+          const w = Math.max(1, Math.round(r.width * sx)), hh = Math.max(1, Math.round(r.height * sy));
+          const d = ctx.getImageData(x0, y0, w, hh).data;
+          const c = colour[l.dataset.kind];
+          for (let j = 0; c && j < d.length; j += 4)
+            if (Math.abs(d[j] - c[0]) < 40 && Math.abs(d[j + 1] - c[1]) < 40 && Math.abs(d[j + 2] - c[2]) < 40 && d[j + 3] > 0) painted++;
+        }
+        return { tid: Number(l.dataset.tid), kind: l.dataset.kind, bins: Number(l.dataset.bins), runs: Number(l.dataset.runs),
+          visible: painted, seconds: Number(l.dataset.seconds) };
       });
       const na = [...document.querySelectorAll('#gil-lanes g.gil-thread')].filter(t => t.querySelector('.gil-na')).map(t => Number(t.dataset.tid));
       const util = [...document.querySelectorAll('#proc-table td.gil-util')].map(td => [Number(td.dataset.pid), td.textContent]);
       return { lanes, na, util };
     });
+    const drawn = await lanesInfo();
     const nLanes = drawn.lanes.length;
     if (g.lanes !== undefined && nLanes !== g.lanes) fail(`${nLanes} GIL lanes, want ${g.lanes}`);
     for (const [tid, want] of Object.entries(g.held_s || {})) {
@@ -457,6 +479,9 @@ async function main() {
       if (!l) { fail(`no GIL waiting lane for tid ${tid}`); continue; }
       if (Math.abs(l.seconds - want) > 0.011) fail(`tid ${tid} waits for the GIL ${l.seconds.toFixed(3)} s in its lane, want ${want}`);
     }
+    // A lane that says it drew bins shows pixels of its colour.
+    const blank = drawn.lanes.filter(l => l.bins > 0 && !l.visible);
+    if (blank.length) fail(`GIL lanes that drew bins but show none of their colour: ${JSON.stringify(blank.slice(0, 5).map(l => `${l.tid} ${l.kind}`))}`);
     for (const tid of g.na || []) if (!drawn.na.includes(tid)) fail(`tid ${tid} does not say GIL n/a`);
     for (const [pid, text] of Object.entries(g.util || {})) {
       const u = drawn.util.find(([p]) => p === Number(pid));
@@ -464,9 +489,109 @@ async function main() {
     }
     const mode = await page.textContent('#summary [data-key="mode"] .v').catch(() => '');
     if (g.mode && !String(mode).startsWith(g.mode)) fail(`the summary says mode ${JSON.stringify(mode)}, want ${g.mode}`);
-    const rects = drawn.lanes.reduce((a, l) => a + l.rects, 0);
-    info.push(`${nLanes} GIL lanes drawn (${rects} bins; ${drawn.lanes.map(l => `${l.tid} ${l.kind} ${l.seconds.toFixed(2)} s`).join(', ')}), ` +
-      `GIL n/a for ${drawn.na.length} threads, utilisation ${drawn.util.map(([p, t]) => `${p}: ${t}`).join(', ')}, mode ${JSON.stringify(mode)}`);
+    const bins = drawn.lanes.reduce((a, l) => a + l.bins, 0);
+    info.push(`${nLanes} GIL lanes drawn (${bins} bins; ${drawn.lanes.slice(0, 8).map(l => `${l.tid} ${l.kind} ${l.seconds.toFixed(2)} s`).join(', ')}` +
+      `${nLanes > 8 ? ', …' : ''}), GIL n/a for ${drawn.na.length} threads, utilisation ${drawn.util.map(([p, t]) => `${p}: ${t}`).join(', ')}, mode ${JSON.stringify(mode)}`);
+
+    // Rows as the timeline's: grouped by process (g.groups process rows; a group closes and
+    // opens), every thread labelled as the timeline labels it (the same text for the same tid)
+    // and with its Python name (g.thread_names), every thread with samples drawn (g.threads) or
+    // the legend saying how many are not.
+    const gilRows = () => page.evaluate(() => {
+      const sc = document.querySelector('#gil-lanes .gil-scroll');
+      const rows = [...document.querySelectorAll('#gil-lanes g.gil-row')].map(r => {
+        const t = r.querySelector('text.tl-label-text');
+        const b = t ? t.getBoundingClientRect() : { height: 0, width: 0 };
+        return { kind: r.dataset.kind, pid: Number(r.dataset.pid), tid: r.dataset.tid ? Number(r.dataset.tid) : null,
+          n: Number(r.dataset.threads || 0), open: r.dataset.open === 'true',
+          label: r.dataset.label || '', text: t ? t.textContent : '', h: b.height, w: b.width };
+      });
+      const tl = Object.fromEntries([...document.querySelectorAll('#timeline g.tl-row.tl-thread')].map(r => [r.dataset.tid, r.dataset.label || r.querySelector('text').textContent]));
+      return { rows, tl, scrollH: sc ? sc.scrollHeight : 0, clientH: sc ? sc.clientHeight : 0,
+        legend: document.getElementById('gil-legend').textContent };
+    });
+    const gr = await gilRows();
+    const gThreads = gr.rows.filter(r => r.kind === 'thread'), gProcs = gr.rows.filter(r => r.kind === 'proc');
+    if (!gr.rows.length) fail('the GIL section has no rows (g.gil-row)');
+    if (g.groups !== undefined && gProcs.length !== g.groups) fail(`${gProcs.length} process groups in the GIL section, want ${g.groups}`);
+    // Every thread is drawn, or is in a closed group, which the legend counts.
+    const inClosed = gProcs.filter(r => !r.open).reduce((a, r) => a + r.n, 0);
+    if (g.threads !== undefined && gThreads.length + inClosed !== g.threads)
+      fail(`${gThreads.length} thread rows and ${inClosed} in closed groups in the GIL section, want ${g.threads} threads (legend: ${JSON.stringify(gr.legend)})`);
+    if (inClosed && !gr.legend.includes(`${inClosed.toLocaleString('en-US')} of `)) fail(`the GIL legend does not say ${inClosed} threads are in closed groups: ${JSON.stringify(gr.legend)}`);
+    const unlabelled = gr.rows.filter(r => !r.text || r.text.length < 3 || r.h < 8 || r.w < 10);
+    if (unlabelled.length) fail(`GIL rows without a readable label: ${JSON.stringify(unlabelled.slice(0, 5).map(r => r.tid ?? r.pid))} of ${gr.rows.length}`);
+    const differ = gThreads.filter(r => gr.tl[r.tid] !== undefined && gr.tl[r.tid] !== r.label);
+    if (differ.length) fail(`GIL rows labelled otherwise than the timeline: ${JSON.stringify(differ.slice(0, 5).map(r => [r.label, gr.tl[r.tid]]))}`);
+    const misnamed = [];
+    for (const [tid, name] of Object.entries(g.thread_names || {})) {
+      const r = gThreads.find(x => x.tid === Number(tid));
+      if (!r) misnamed.push(`tid ${tid} (${name}) has no row`);
+      else if (!r.label.startsWith(name + ' (tid ')) misnamed.push(`tid ${tid} says ${JSON.stringify(r.label)}, not ${JSON.stringify(name)}`);
+    }
+    if (misnamed.length) fail(`${misnamed.length} of ${Object.keys(g.thread_names).length} threads not named in the GIL section as they are named: ${misnamed.slice(0, 4).join('; ')}`);
+    if (g.scrolls && !(gr.scrollH > gr.clientH + 1)) fail(`the GIL rows (${gr.scrollH} px) do not scroll in their own box (${gr.clientH} px)`);
+    if (gr.rows.length) {
+      // The last row, scrolled into its box, is in view and labelled.
+      const last = await page.evaluate(() => {
+        const sc = document.querySelector('#gil-lanes .gil-scroll');
+        sc.scrollTop = sc.scrollHeight;
+        const rows = document.querySelectorAll('#gil-lanes g.gil-row');
+        const t = rows[rows.length - 1].querySelector('text');
+        const b = t.getBoundingClientRect(), s = sc.getBoundingClientRect();
+        const inView = b.top >= s.top - 1 && b.bottom <= s.bottom + 1;
+        sc.scrollTop = 0;
+        return { inView, text: t.textContent };
+      });
+      if (!last.inView) fail(`the last GIL row (${JSON.stringify(last.text)}) is not in view when scrolled to`);
+    }
+    if (gProcs.length) {
+      // Close the first group, then open it again (or open it, then close it): its thread rows
+      // go and come back; opened, each of its lanes with bins shows them.
+      const first = gProcs[0], pid = first.pid;
+      const tri = async () => {
+        const loc = page.locator(`#gil-lanes g.gil-row.gil-proc[data-pid="${pid}"] rect.tl-label`);
+        await loc.evaluate(e => e.scrollIntoView({ block: 'center' }));
+        const b = await loc.boundingBox();
+        await page.mouse.click(b.x + 6, b.y + b.height / 2);
+      };
+      const verb = first.open ? 'close' : 'open';
+      const toggled = gr.rows.length + (first.open ? -first.n : first.n);
+      await tri();
+      const t1 = await until(async () => (await gilRows()).rows.length === toggled, 10000);
+      if (!t1) fail(`clicking the GIL triangle of pid ${pid} does not ${verb} its ${first.n} thread rows (${(await gilRows()).rows.length} rows, want ${toggled})`);
+      else if (!first.open) {
+        const opened = await lanesInfo();
+        const blankOpen = opened.lanes.filter(l => l.bins > 0 && !l.visible);
+        if (blankOpen.length) fail(`opened, GIL lanes that drew bins show none of their colour: ${JSON.stringify(blankOpen.slice(0, 5).map(l => `${l.tid} ${l.kind}`))}`);
+        info.push(`opening pid ${pid}: ${opened.lanes.length} GIL lanes drawn`);
+      }
+      await tri();
+      const t2 = await until(async () => (await gilRows()).rows.length === gr.rows.length, 10000);
+      if (!t2) fail(`clicking the GIL triangle of pid ${pid} again does not ${first.open ? 'open' : 'close'} its group`);
+      const back = await lanesInfo();
+      if (back.lanes.length !== nLanes) fail(`after two clicks on pid ${pid}: ${back.lanes.length} GIL lanes, was ${nLanes}`);
+      info.push(`GIL rows: ${gr.rows.length} (${gProcs.length} process groups, ${gThreads.length} threads${inClosed ? `, ${inClosed} in closed groups` : ''}, ` +
+        `labelled as in the timeline); ${verb === 'close' ? 'closing' : 'opening'} pid ${pid} ${verb === 'close' ? 'hides' : 'shows'} ${first.n}; box ${gr.clientH}/${gr.scrollH} px`);
+    }
+    // The box stays bounded and the flame graph near the top, at both window sizes.
+    if (g.max_box_h || g.flame_within_screens) {
+      for (const [w, h] of [[1400, 1000], [1000, 800]]) {
+        await page.setViewportSize({ width: w, height: h });
+        await sleep(700);  // the page redraws 150 ms after a resize
+        const geo = await page.evaluate(() => {
+          const box = document.getElementById('gil-lanes').getBoundingClientRect();
+          const flame = document.getElementById('flame-section').getBoundingClientRect();
+          return { boxH: box.height, flameTop: flame.top + window.scrollY, vh: window.innerHeight };
+        });
+        if (g.max_box_h && geo.boxH > g.max_box_h) fail(`at ${w}x${h} the GIL box is ${geo.boxH.toFixed(0)} px high (> ${g.max_box_h})`);
+        if (g.flame_within_screens && geo.flameTop > g.flame_within_screens * geo.vh)
+          fail(`at ${w}x${h} the flame graph starts at ${geo.flameTop.toFixed(0)} px (> ${g.flame_within_screens} screens, ${(g.flame_within_screens * geo.vh).toFixed(0)} px)`);
+        info.push(`${w}x${h}: GIL box ${geo.boxH.toFixed(0)} px, flame graph at ${geo.flameTop.toFixed(0)} px`);
+      }
+      await page.setViewportSize({ width: 1400, height: 1000 });
+      await sleep(700);
+    }
   }
 
   // CPU and memory charts.

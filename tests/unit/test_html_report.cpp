@@ -891,6 +891,45 @@ TEST(HtmlReport, ManyThreadsTimelineGroupedByProcess) {
     std::cout << r.out;
 }
 
+// 1000 threads with GIL states over 2 processes: the GIL section groups them as the timeline
+// does and, with more than 300 rows, starts with both groups closed (the legend counts the
+// threads in them, none is left out); opened, a group draws each of its 500 threads' lanes. Its
+// box stays at most 300 px high and the flame graph starts within 1.5 window heights, at
+// 1400x1000 and 1000x800.
+TEST(HtmlReport, ThousandThreadGilLanesStayBoundedAndGrouped) {
+    std::string why;
+    PBP_REQUIRE(report_checker_available(why), why);
+    Builder b;
+    b.p.run.mode = ProfileMode::Wall;
+    uint32_t mod = b.frame("<module>", "/app/pool.py", 1);
+    uint32_t work = b.frame("work", "/app/pool.py", 10);
+    const uint32_t s = b.p.stacks.intern({mod, work});
+    for (uint32_t pid : {1000u, 2000u}) {
+        auto& pr = b.process(pid, "python3 pool.py --workers 500");
+        for (uint32_t i = 0; i < 500; i++) {
+            auto& t = b.thread(pid, pid + 1 + i, "worker-" + std::to_string(i));
+            for (uint64_t k = 0; k < 20; k++) {  // (no real GIL: many hold it at once; the layout is checked)
+                const uint64_t ts = kStart + (k * 190 + i % 97) * 1'000'000ULL;
+                Sample smp{ts, s, 0, SampleKind::Cpu, kPeriod};
+                smp.gil = k % 4 ? GilState::Held : GilState::Waiting;
+                t.samples.push_back(smp);
+                if (!pr.first_sample_ns || ts < pr.first_sample_ns) pr.first_sample_ns = ts;
+                pr.last_sample_ns = std::max(pr.last_sample_ns, ts);
+            }
+        }
+    }
+    std::string file = test::temp_dir() + "/gil1000.html";
+    std::ofstream(file) << render_html_report(b.p);
+    if (const char* keep = getenv("PBP_REPORT_KEEP")) fs::copy_file(file, std::string(keep) + "/gil1000.html", fs::copy_options::overwrite_existing);
+    auto r = check_report(file, {{"functions", {"work"}},
+                                 {"gil", {{"groups", 2}, {"threads", 1000}, {"scrolls", false},
+                                          {"max_box_h", 300}, {"flame_within_screens", 1.5}}}});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("GIL rows: 2 (2 process groups, 0 threads, 1000 in closed groups"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("opening pid 1000: 1000 GIL lanes drawn"), std::string::npos) << r.out;
+    std::cout << r.out;
+}
+
 // Two processes running the same functions, one of them recursing deep: the flame graph has
 // one node per process under the root, each with its own total.
 TEST(HtmlReport, FlameGraphHasAProcessLevel) {
