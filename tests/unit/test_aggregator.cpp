@@ -1246,6 +1246,81 @@ TEST(Aggregator, RefreshKeepsNamesOfThreadsThatAreGone) {
     EXPECT_EQ(F.snap().processes.at(me).threads.at(tid).name, "pbp-shortlived");
 }
 
+// A thread that threading does not know at its first sample (here started with _thread; the
+// same as one sampled before threading registers it, or missed by a read that raced
+// threading._active's growth, as a pool thread of a 47-thread run was) gets its OS name. Named
+// in Python afterwards and never sampled again, it takes its Python name at its process's next
+// turn, not only if it is sampled again: a thread named by comm is read again at the next 3
+// turns, 1 s apart, sampled since or not; then no more until it is sampled again.
+TEST(ProcessRegistry, ThreadUnnamedAtItsSampleTakesItsPythonNameLaterUnsampled) {
+    std::error_code ec;
+    PBP_REQUIRE(fs::exists("/usr/bin/python3.11", ec), "host /usr/bin/python3.11 missing");
+    const std::string script =
+        "import _thread, signal, threading, time\n"
+        "go = {'late': threading.Event(), 'never': threading.Event()}\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: go['late'].set())\n"
+        "signal.signal(signal.SIGUSR2, lambda *a: go['never'].set())\n"
+        "tids = {}\n"
+        "def body(who):\n"
+        "    tids[who] = threading.get_native_id()\n"
+        "    go[who].wait()\n"
+        "    threading.current_thread().name = who + '-named'  # a _DummyThread in threading._active\n"
+        "    print('named', who, flush=True)\n"
+        "    time.sleep(60)\n"
+        "for who in ('late', 'never'): _thread.start_new_thread(body, (who,))\n"
+        "while len(tids) < 2: time.sleep(0.01)\n"
+        "for who in ('late', 'never'): print('tid', who, tids[who], flush=True)\n"
+        "time.sleep(60)\n";
+    pbp::test::Reporter child({"/usr/bin/python3.11", "-c", script});
+    auto lines = child.read_lines(2, 30);
+    ASSERT_EQ(lines.size(), 2u) << child.err();
+    std::map<std::string, uint32_t> tid;
+    for (const auto& l : lines) {
+        std::istringstream ls(l);
+        std::string w, who;
+        uint32_t t = 0;
+        ASSERT_TRUE(ls >> w >> who >> t) << l;
+        tid[who] = t;
+    }
+    ASSERT_EQ(tid.size(), 2u);
+    pbp::Discoverer d;
+    auto found = d.discover(child.pid());
+    ASSERT_EQ(found.status, pbp::Discovery::Python) << found.reason;
+    const uint32_t pid = static_cast<uint32_t>(child.pid());
+    ProcessRegistry reg;
+    ASSERT_TRUE(found.target.has_value());
+    reg.add(*found.target, {});
+    // Each named at its sample (a process's names are read at most every 200 ms at a first
+    // sample: a burst is named at the next turn).
+    reg.on_sample(pid, tid["late"]);
+    usleep(250000);
+    reg.on_sample(pid, tid["never"]);
+    usleep(250000);
+    reg.on_sample(pid, pid);
+    auto name = [&](uint32_t t) { return reg.find(pid)->threads.at(t).name; };
+    const std::string os_name = pbp::procfs::thread_comm(child.pid(), static_cast<pid_t>(tid["late"]));
+    ASSERT_FALSE(os_name.empty());
+    EXPECT_EQ(name(pid), "MainThread");
+    EXPECT_EQ(name(tid["late"]), os_name) << "not in threading._active yet: its OS name";
+
+    child.signal(SIGUSR1);
+    ASSERT_TRUE(child.read_until("named late", 30)) << child.err();
+    const uint64_t s = 1000000000ULL, T = 1000 * s;
+    reg.refresh_due_thread_names(T);  // neither sampled since
+    EXPECT_EQ(name(tid["late"]), "late-named") << "read again at its process's next turn";
+    EXPECT_EQ(name(tid["never"]), os_name);
+    // "never" is read again at the next turns, 1 s apart while one is due: 3 times after its
+    // naming at its sample (T, T+1 and T+2).
+    for (uint64_t at = 1; at <= 3; at++) reg.refresh_due_thread_names(T + at * s);
+    child.signal(SIGUSR2);
+    ASSERT_TRUE(child.read_until("named never", 30)) << child.err();
+    for (uint64_t at = 4; at <= 40; at++) reg.refresh_due_thread_names(T + at * s);
+    EXPECT_EQ(name(tid["never"]), os_name) << "read again 3 times, then only when sampled again";
+    reg.on_sample(pid, tid["never"]);
+    reg.refresh_due_thread_names(T + 60 * s);
+    EXPECT_EQ(name(tid["never"]), "never-named");
+}
+
 // ---- with a live interpreter: fully resolved stacks ----------------------------------------
 
 // The code objects unit_symbolizer_target.py reports: label -> (address, instruction, line).

@@ -932,7 +932,11 @@ int Engine::poll(int timeout_ms) {
     run_pending();
     announce_settled_forks(now);
     registry_->sample_resources(live_, now);
-    if (now - last_names_ns_ > 1000000000ULL) {
+    // Every 200 ms: the threads whose first naming was put off (a burst: a process's names are
+    // read at most every 200 ms at first samples) are named then, the others at their
+    // process's pace (1 s and more). A pool thread first sampled in its last second was named
+    // by its OS name when the read came after it left threading._active.
+    if (now - last_names_ns_ > 200000000ULL) {
         last_names_ns_ = now;
         registry_->refresh_due_thread_names(now);
     }

@@ -98,8 +98,16 @@ void ProcessRegistry::on_sample(uint32_t pid, uint32_t tid) {
         if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
             t.name = pn->second;
             it->second.python_named = true;
+        } else if (it->second.named_at) {  // read now, and not found
+            unnamed(pid, it->second);
         }
     }
+}
+
+void ProcessRegistry::unnamed(uint32_t pid, Seen& s) {
+    const auto n = names_.find(pid);
+    s.retry = n != names_.end() && !n->second.failed && s.retries < kNameRetries;
+    s.retries += s.retry;
 }
 
 std::set<uint32_t> ProcessRegistry::threads_to_name(uint32_t pid, const ProcessProfile& p, Due due) const {
@@ -108,7 +116,8 @@ std::set<uint32_t> ProcessRegistry::threads_to_name(uint32_t pid, const ProcessP
     for (const auto& [tid, t] : p.threads) {
         auto s = seen_.find((static_cast<uint64_t>(pid) << 32) | tid);
         const bool unseen = s == seen_.end();
-        if (due == Due::All || (due == Due::SampledSince && (unseen || s->second.named_at != s->second.samples)) ||
+        if (due == Due::All ||
+            (due == Due::SampledSince && (unseen || s->second.named_at != s->second.samples || s->second.retry)) ||
             (due == Due::PutOff && !unseen && s->second.named_at == 0 && s->second.samples))
             want.insert(tid);
     }
@@ -129,11 +138,16 @@ bool ProcessRegistry::rename_threads(uint32_t pid, ProcessProfile& p, const std:
             if (auto pn = n->second.by_tid.find(tid); pn != n->second.by_tid.end()) {
                 t.name = pn->second;
                 s.python_named = true;
+                s.retry = false;
                 changed |= t.name != before;
                 continue;
             }
         }
-        if (s.python_named) continue;  // gone from threading._active: it is ending
+        if (s.python_named) {  // gone from threading._active: it is ending
+            s.retry = false;
+            continue;
+        }
+        unnamed(pid, s);
         // Read before the executable is checked (see add).
         std::string name = procfs::thread_comm(static_cast<pid_t>(pid), static_cast<pid_t>(tid));
         if (exec_since_added(p)) continue;  // its name now is the next program's
@@ -159,7 +173,9 @@ void ProcessRegistry::refresh_due_thread_names(uint64_t now_ns) {
         std::set<uint32_t> want = threads_to_name(pid, p, Due::SampledSince);
         if (want.empty()) continue;  // nothing sampled since: its turn waits for a sample
         const bool changed = rename_threads(pid, p, want);
-        pace.interval_ns = changed ? 1000000000ULL : std::min<uint64_t>(pace.interval_ns * 2, 16000000000ULL);
+        bool retrying = false;  // (a thread to read again: its next turn in 1 s)
+        for (uint32_t tid : want) retrying |= seen_[(static_cast<uint64_t>(pid) << 32) | tid].retry;
+        pace.interval_ns = changed || retrying ? 1000000000ULL : std::min<uint64_t>(pace.interval_ns * 2, 16000000000ULL);
         pace.next_ns = now_ns + pace.interval_ns;
     }
 }

@@ -31,8 +31,10 @@ public:
     // at its own pace: a
     // process is read again 1 s after its last read, then, each time no name changed, twice as
     // long after (up to 16 s); a change brings it back to 1 s. A thread whose first naming was
-    // put off (a burst) is read at the next call regardless. Names rarely change, and a read
-    // costs about twenty process_vm_readv calls per thread.
+    // put off (a burst) is read at the next call regardless. A thread named by its OS name
+    // while its process's Python names could be read is read again at the next 3 turns, 1 s
+    // apart, sampled since or not. Names rarely change, and a read costs about twenty
+    // process_vm_readv calls per thread.
     void refresh_due_thread_names(uint64_t now_ns);
     // pid's threads sampled since their naming, now (it is ending: its last chance).
     void refresh_thread_names_of(pid_t pid);
@@ -81,7 +83,16 @@ private:
     struct Seen {
         uint64_t samples = 0, named_at = 0;
         bool python_named = false;  // its name came from the interpreter: comm no longer applies
+        // Named by comm while its process's names could be read: read again at the process's
+        // next turns (kNameRetries at most), sampled since or not. A thread not yet in
+        // threading._active (starting, or registered later), or missed by a read that raced
+        // the dict's growth, would otherwise keep its OS name when it is not sampled again.
+        bool retry = false;
+        uint8_t retries = 0;
     };
+    static constexpr uint8_t kNameRetries = 3;
+    // s was named by comm: whether to read it again (see Seen::retry).
+    void unnamed(uint32_t pid, Seen& s);
     // Per Python process: how to read its thread names, and the last names read.
     struct Names {
         pbp_proc proc{};
