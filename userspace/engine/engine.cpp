@@ -442,18 +442,11 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
         std::vector<pid_t> pids;
         for (auto& target : initial) pids.push_back(target.pid);
         if (t.all_python || (t.children && !t.pids.empty()) || !t.cgroups.empty()) pids = procfs::all_pids();
-        size_t threads = 0;
-        for (pid_t pid : pids)
-            for (pid_t tid : procfs::tids(pid)) {
-                threads++;
-                if (auto st = procfs::read_task_status(pid, tid); st && (st->state == 'S' || st->state == 'D'))
-                    sp->asleep_at_start_[static_cast<uint32_t>(tid)] = {pid, st->state, st->switches};
-            }
-        sp->asleep_ns_ = mono_ns();
-        sp->asleep_ticks_ = boot_clock_ticks();
+        const size_t threads = sp->asleep_at_start_.take(pids);
         if (cfg_.knobs.debug)
             debug("wall: " + std::to_string(sp->asleep_at_start_.size()) + " of " + std::to_string(threads) +
-                  " threads asleep at the start, read in " + std::to_string((sp->asleep_ns_ - t0) / 1000) + " us");
+                  " threads asleep at the start, read in " +
+                  std::to_string((sp->asleep_at_start_.mono_ns() - t0) / 1000) + " us");
     }
     sp->start_mono_ns_ = mono_ns();
     sp->start_unix_ns_ = real_ns();
@@ -696,8 +689,7 @@ void Engine::release_target(Session& s, pid_t pid) {
 
 void Engine::target_gone(pid_t pid) {
     for (auto& s : sessions_)
-        for (auto a = s->asleep_at_start_.begin(); a != s->asleep_at_start_.end();)
-            a = a->second.pid == pid ? s->asleep_at_start_.erase(a) : std::next(a);
+        s->asleep_at_start_.forget(pid);
     if (!targets_.count(pid)) return;
     // Samples already in the ring buffer are ordered before this point: consume them while
     // the process's caches are still there, then forget it.
@@ -1147,12 +1139,12 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<cons
     // A snapshot's entries are of this process only if it started before it (its PID may be
     // another's, exited and reused since: the entries of processes that were never targets stay).
     std::optional<uint64_t> start_ticks;
-    auto existed_at = [&](uint64_t ticks) {
+    auto process_start_ticks = [&] {
         if (!start_ticks) {
             auto st = parse_proc_stat(procfs::read_text("/proc/" + std::to_string(pid) + "/stat"));
             start_ticks = st ? st->start_ticks : UINT64_MAX;
         }
-        return *start_ticks <= ticks;
+        return *start_ticks;
     };
     for (pid_t tid : procfs::tids(pid)) {
         auto st = procfs::read_task_status(pid, tid);
@@ -1163,10 +1155,9 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<cons
         if (st->state == 'S' || st->state == 'D') {
             e.out_ns = now;
             for (const Session* s : wall)  // asleep since before a session began: from the earliest
-                if (auto a = s->asleep_at_start_.find(static_cast<uint32_t>(tid));
-                    a != s->asleep_at_start_.end() && a->second.pid == pid && a->second.state == st->state &&
-                    a->second.switches == st->switches && s->asleep_ns_ < e.out_ns && existed_at(s->asleep_ticks_))
-                    e.out_ns = s->asleep_ns_;
+                if (auto since = s->asleep_at_start_.asleep_since(pid, static_cast<uint32_t>(tid), st->state,
+                                                                  st->switches, process_start_ticks))
+                    e.out_ns = std::min<uint64_t>(e.out_ns, *since);
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
             if (!have_stacks) {  // once, when the first asleep thread is met
                 have_stacks = true;

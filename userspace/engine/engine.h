@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpython/thread_stacks.h"
+#include "engine/asleep_snapshot.h"
 #include "engine/knobs.h"
 #include "engine/profile.h"
 #include "pybpfprof/abi.h"
@@ -230,21 +231,11 @@ private:
     std::map<pid_t, Unannounced> unannounced_;
     std::string first_refusal_;
     // A wall session's start: the threads of its --pid targets (of every process, when it finds
-    // targets later: --all-python, --cgroup, children) asleep then, with their context switch
-    // counts (read just before asleep_ns, which precedes the session's start). One still asleep
-    // with the same count when its process is registered slept all along: its interval is
-    // seeded from then, not from the registration (Engine::seed_offcpu). Each wall session keeps
-    // its own (until 2026-11-29 the engine kept the last subscribe's, and any subscribe cleared
-    // it); a target's entries go when it exits (Engine::target_gone), before its PID can be
-    // reused; another's stay, so a process that started after it is never seeded from them.
-    struct AsleepAtStart {
-        pid_t pid;
-        char state;
-        uint64_t switches;
-    };
-    std::map<uint32_t, AsleepAtStart> asleep_at_start_;  // by tid
-    uint64_t asleep_ns_ = 0;
-    uint64_t asleep_ticks_ = 0;  // the same time in /proc/PID/stat's starttime units
+    // targets later: --all-python, --cgroup, children) asleep then (AsleepSnapshot, taken just
+    // before the session's start). Each wall session keeps its own (until 2026-11-29 the engine
+    // kept the last subscribe's, and any subscribe cleared it); a target's entries go when it
+    // exits (Engine::target_gone), before its PID can be reused.
+    AsleepSnapshot asleep_at_start_;
     std::set<pid_t> refusals_said_;  // processes running a Python it cannot profile, said at once
     // Its targets whose GIL state is not known, and why; --mode gil: the on-CPU samples left
     // out for not holding the GIL, by state (RunInfo::gil_*).
