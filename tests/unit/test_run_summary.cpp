@@ -287,6 +287,15 @@ TEST(RunSummary, NotSampledSaysTheCpuItUsedAgainstThePeriod) {
     std::string error;
     ASSERT_TRUE(from_json(to_json(o), back, error)) << error;
     EXPECT_EQ(back.text("x.json"), o.text("x.json"));
+    // From an agent that sends neither (older than them): the plain reason.
+    nlohmann::json old = to_json(o);
+    old.erase("rate_hz");
+    old["not_sampled"][0].erase("cpu_s");
+    RunOutcome from_old;
+    ASSERT_TRUE(from_json(old, from_old, error)) << error;
+    EXPECT_NE(from_old.text("x.json").find("(it used less than one sample period of CPU); its profile is empty"),
+              std::string::npos)
+        << from_old.text("x.json");
 }
 
 }  // namespace

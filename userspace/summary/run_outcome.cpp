@@ -181,8 +181,9 @@ bool from_json(const nlohmann::json& j, RunOutcome& o, std::string& error) {
         o.duration_s = j.at("duration_s").get<double>();
         for (auto& x : j.at("not_sampled"))
             o.not_sampled.push_back(
-                {x.at("pid").get<pid_t>(), x.at("comm").get<std::string>(), x.at("cpu_s").get<double>()});
-        o.rate_hz = j.at("rate_hz").get<double>();
+                {x.at("pid").get<pid_t>(), x.at("comm").get<std::string>(), x.value("cpu_s", -1.0)});
+        // (Not from an agent older than them: the line then says less.)
+        o.rate_hz = j.value("rate_hz", 0.0);
         for (auto& x : j.at("exited_early")) o.exited_early.emplace_back(x.at("pid").get<pid_t>(), x.at("samples").get<uint64_t>());
         o.top = j.at("top").get<std::string>();
         if (!parse_mode(j.at("mode").get<std::string>(), o.mode.mode)) {
