@@ -265,6 +265,7 @@ TEST(RunSummary, NotSampledSaysTheCpuItUsedAgainstThePeriod) {
 
     EXPECT_EQ(not_sampled_why(-1, 99), "it used less than one sample period of CPU");
     EXPECT_EQ(not_sampled_why(0, 99), "it used less than one sample period of CPU: under 10 ms, against 10 ms at -r 99");
+    EXPECT_EQ(not_sampled_why(0, 999), "it used less than one sample period of CPU");
     EXPECT_EQ(not_sampled_why(0.3, 1), "it used less than one sample period of CPU: 300 ms, against 1 s at -r 1");
     EXPECT_EQ(not_sampled_why(1.1, 1), "it used 1.1 s of CPU, about 1.1 sample periods of 1 s at -r 1, and no sample "
                                        "fell in them; a higher -r or a longer -d samples it");

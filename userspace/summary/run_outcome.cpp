@@ -56,10 +56,13 @@ std::string not_sampled_why(double cpu_s, double rate_hz) {
     const double period = 1 / rate_hz;
     char r[32];
     snprintf(r, sizeof r, "%g", rate_hz);
-    // /proc counts CPU time in 10 ms ticks: below one, "under 10 ms".
-    if (cpu_s < period)
+    // /proc counts CPU time in 10 ms ticks: below one, "under 10 ms" (which says nothing
+    // against a shorter period).
+    if (cpu_s < period) {
+        if (cpu_s < 0.01 && period <= 0.01) return less;
         return less + ": " + (cpu_s < 0.01 ? std::string("under 10 ms") : seconds_or_ms(cpu_s)) + ", against " +
                seconds_or_ms(period) + " at -r " + r;
+    }
     return "it used " + seconds_or_ms(cpu_s) + " of CPU, about " + run_seconds_text(cpu_s / period) +
            " sample periods of " + seconds_or_ms(period) + " at -r " + r +
            ", and no sample fell in them; a higher -r or a longer -d samples it";
