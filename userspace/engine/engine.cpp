@@ -511,6 +511,8 @@ size_t Engine::scan(Session& s, const std::vector<pid_t>& pids, bool announce) {
 }
 
 void Engine::refused(Session& s, pid_t pid, const DiscoveryResult& r) {
+    // Asked again, as register_target does: it may have exec'd a setuid program since it was found.
+    if (!s.admits(pid)) return;
     const std::string who = "PID " + std::to_string(pid) + " (" + procfs::comm(pid) + ")";
     if (s.first_refusal_.empty()) s.first_refusal_ = who + ": " + r.reason;
     // A Python it cannot profile is said at once (before, only at the end of the run, when
