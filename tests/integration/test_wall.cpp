@@ -25,15 +25,18 @@
 //   (The FUSE mount is outside the chroots, so no chroot interpreter here.)
 // - Free-threaded: the builds present (3.13t, 3.14t).
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -316,7 +319,7 @@ protected:
         const int select_line = marker_line("wall_idle_select.py", "# SELECT");
         const ProcessProfile* pr = process(run.p, pid);
         ASSERT_NE(pr, nullptr) << "no samples of PID " << pid << "\n" << run.r.err;
-        ASSERT_EQ(pr->threads.size(), 1u);
+        ASSERT_EQ(pr->threads.size(), 1u) << run.r.err;
         const ThreadProfile& t = pr->threads.begin()->second;
         const uint64_t all = total(t);
         const uint64_t in_select = weight(t, [&](const Sample& s) {
@@ -364,17 +367,49 @@ TEST_P(WallIdle, AlreadyIdleProcessGivenByPid) {
 // was seeded, is named then too (it was named at the record, "code object unreadable" when the
 // process was gone by then: every time here, and 1 in 7 processes when 20 started at once).
 TEST_P(WallIdle, AlreadyIdleProcessThatWakesToExit) {
-    // Asleep 12 s: the run begins about 1.5 s after it said ready (pybpfprof's start; over 4 s on
-    // a machine busy building, where a 4 s sleep had it exit first: "it is a zombie", exit 2;
-    // over 7 s in the 5.10 guest under TCG beside a busy host, where a 7 s sleep did the same).
-    Child idle(py("wall_idle_select.py", {"12"}), dir);
+    // Woken through a FIFO 3 s after pybpfprof says it profiles it (was a 12 s sleep, long enough
+    // for pybpfprof's start: about 1.5 s, over 4 s on a machine busy building, over 7 s in the
+    // 5.10 guest under TCG beside a busy host; a shorter sleep had it exit first: "it is a
+    // zombie", exit 2). In a chroot, the FIFO is where its interpreter sees it.
+    const Interpreter& in = GetParam();
+    const std::string fifo = "/tmp/pbp-wall-wake-" + std::to_string(getpid());
+    fs::create_directories(in.root + "/tmp");
+    ::unlink((in.root + fifo).c_str());
+    ASSERT_EQ(mkfifo((in.root + fifo).c_str(), 0600), 0) << strerror(errno);
+    struct Unlink {
+        std::string path;
+        ~Unlink() { ::unlink(path.c_str()); }
+    } unlink_fifo{in.root + fifo};
+    Child idle(py("wall_idle_select.py", {"600", fifo}), dir);
     ASSERT_TRUE(idle.wait_for_out("ready", 60)) << idle.err();
     for (int i = 0; i < 200 && thread_state(idle.pid(), idle.pid()) != 'S'; i++) usleep(10000);
     ASSERT_EQ(thread_state(idle.pid(), idle.pid()), 'S');
     usleep(200000);
-    Recorded run = record({"--mode", "wall", "-p", std::to_string(idle.pid()), "-d", "20"}, 3);
-    ASSERT_TRUE(run.ok);
-    EXPECT_LT(run.duration_ns(), 13e9) << "the run ends when its target exits (unreaped)";
+    // As record() does, but not waited for: woken once the run has begun.
+    const std::string out = dir + "/wakes.pbp";
+    Child prof({pybpfprof_bin(), "-o", out, "--mode", "wall", "-p", std::to_string(idle.pid()), "-d", "20"}, dir);
+    ASSERT_TRUE(prof.wait_for_err("profiling PID", 120)) << prof.err();
+    usleep(3'000'000);
+    ASSERT_EQ(thread_state(idle.pid(), idle.pid()), 'S') << "asleep until woken";
+    {
+        const int fd = ::open((in.root + fifo).c_str(), O_WRONLY | O_NONBLOCK);
+        ASSERT_GE(fd, 0) << strerror(errno);
+        ASSERT_EQ(::write(fd, "x", 1), 1) << strerror(errno);
+        ::close(fd);
+    }
+    timespec woke{};
+    clock_gettime(CLOCK_MONOTONIC, &woke);
+    const uint64_t woke_ns = uint64_t(woke.tv_sec) * 1'000'000'000ull + uint64_t(woke.tv_nsec);
+    Recorded run;
+    run.r.status = prof.wait(120);
+    run.r.err = prof.err();
+    ASSERT_EQ(run.r.status, 3) << "a --pid target exited during the run\n" << run.r.err;
+    std::string error;
+    run.ok = read_raw(read_file(out), run.p, error);
+    ASSERT_TRUE(run.ok) << error << "\n" << run.r.err;
+    // The run ends when its target exits (unreaped), not at -d 20: within 3 s of its wake, as
+    // the 12 s sleep's run had to end within 13 s of the target's start.
+    EXPECT_LT(run.p.run.end_mono_ns, woke_ns + 3'000'000'000ull) << "the run ends when its target exits (unreaped)";
     // (sid's 3.14 takes about 100 ms from its wake to its exit)
     check_idle(run, idle.pid(), 500e6);
 }
