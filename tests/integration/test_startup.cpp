@@ -240,7 +240,7 @@ TEST_P(Startup, CLibraryThreadIsLabelledUnderItsName) {
         std::cerr << "[ info ] " << in.name << (native ? " --native" : "") << ": " << spinner->samples.size()
                   << " samples of pbp-cspin, " << exact << " " << label << ", " << in_spin << " in spin" << others
                   << "\n";
-        // 1 s of C at 999 Hz (fewer on a loaded machine).
+        // 1 s of C (CPU time, however loaded the machine) at 999 Hz.
         EXPECT_GT(spinner->samples.size(), 250u) << err;
         // All but 1 in 200: one sample in about 1000 was something else on 3.6 and on 3.7, in
         // 3 of some 40 runs ("native thread without a Python thread state": see below).

@@ -1,6 +1,6 @@
 # A process with a thread a C library made (tests/workloads/c_thread_spinner.c, built as the
 # shared object argv[1]): it computes in C, with no Python thread state, for argv[2] seconds
-# (default 1), naming itself "pbp-cspin" 90% of the way, while the main thread waits for it in pthread_join
+# of its CPU time (default 1), naming itself "pbp-cspin" 90% of the way, while the main thread waits for it in pthread_join
 # (off CPU). Prints "spinner started" once it runs.
 import ctypes
 import sys

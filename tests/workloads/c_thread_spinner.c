@@ -1,7 +1,7 @@
 /* A thread made by a C library, not by Python: no thread state, no Python frame. Loaded with
- * ctypes by c_thread.py. pbp_start_spinner(s) starts a pthread that computes in C for s seconds
- * and names itself "pbp-cspin" 90% of the way; pbp_join_spinner() waits for it (ctypes releases the
- * GIL).
+ * ctypes by c_thread.py. pbp_start_spinner(s) starts a pthread that computes in C for s seconds of
+ * its own CPU time (so that it is sampled as often on a loaded machine) and names itself
+ * "pbp-cspin" 90% of the way; pbp_join_spinner() waits for it (ctypes releases the GIL).
  *
  * Built on the host, loaded by every interpreter of the test matrix, chroots included: bullseye's
  * glibc (2.31) predates 2.34's move of the pthread functions into libc (and their new symbol
@@ -20,7 +20,7 @@ static pthread_t spinner;
 
 static double now(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);  /* the calling thread's CPU time */
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
