@@ -300,18 +300,26 @@ INSTANTIATE_TEST_SUITE_P(Walk, WallMechanismP, ::testing::Values(false, true),
 // covering the session, with its stack (read from its memory: BPF never walked it) and the wait
 // leaf.
 // all_python: the process is found by the session's scan of every process, after its start.
+// A Python process whose main thread blocks in select for good; *tid gets its id (0 if it did
+// not start).
+pbp::test::Reporter blocked_in_select(uint32_t* tid) {
+    auto py = python("import select, threading\n"
+                     "print(threading.get_native_id(), flush=True)\n"
+                     "select.select([], [], [], 1000)\n");
+    auto lines = py.read_lines(1, 30);
+    *tid = lines.size() == 1 ? static_cast<uint32_t>(std::stoul(lines[0])) : 0;
+    return py;
+}
+
 void thread_asleep_all_along(bool all_python) {
     PBP_REQUIRE(geteuid() == 0, "BPF integration tests need root");
     EngineConfig ec;
     Status st;
     auto engine = Engine::start(ec, st);
     ASSERT_TRUE(engine) << st.message;
-    auto py = python("import select, threading\n"
-                     "print(threading.get_native_id(), flush=True)\n"
-                     "select.select([], [], [], 1000)\n");
-    auto lines = py.read_lines(1, 30);
-    ASSERT_EQ(lines.size(), 1u) << py.err();
-    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
+    uint32_t tid = 0;
+    auto py = blocked_in_select(&tid);
+    ASSERT_NE(tid, 0u) << py.err();
     usleep(200000);  // settled in select
     SessionConfig sc;
     if (all_python)
@@ -365,12 +373,9 @@ TEST(WallMechanism, ALaterSessionKeepsTheWallSessionsAsleepSnapshot) {
     Status st;
     auto engine = Engine::start(ec, st);
     ASSERT_TRUE(engine) << st.message;
-    auto py = python("import select, threading\n"
-                     "print(threading.get_native_id(), flush=True)\n"
-                     "select.select([], [], [], 1000)\n");
-    auto lines = py.read_lines(1, 30);
-    ASSERT_EQ(lines.size(), 1u) << py.err();
-    const uint32_t tid = static_cast<uint32_t>(std::stoul(lines[0]));
+    uint32_t tid = 0;
+    auto py = blocked_in_select(&tid);
+    ASSERT_NE(tid, 0u) << py.err();
     auto other = python("import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.01)\n");
     ASSERT_EQ(other.read_lines(1, 30).size(), 1u) << other.err();
     usleep(200000);  // settled in select
