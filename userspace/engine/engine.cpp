@@ -42,6 +42,7 @@ constexpr uint64_t kForkRunsPythonNs = 50'000'000, kForkSettledNs = 200'000'000;
 // Discovery retry schedule after an exec/fork, in ms since the event: dense at first
 // (shared-libpython builds map libpython within a few ms), then sparse.
 constexpr int kRetryMs[] = {0, 2, 5, 10, 20, 35, 50, 75, 100, 150, 200, 300, 500, 1000, 2000};
+constexpr int kRefusalSettledMs = 50;  // see run_pending
 
 // A session's rate: its own, or the engine's.
 double session_rate(const SessionConfig& s, const EngineConfig& e) { return s.rate_hz > 0 ? s.rate_hz : e.rate_hz; }
@@ -876,6 +877,15 @@ void Engine::run_pending() {
                 done = ++p.attempt >= std::size(kRetryMs);
                 break;
             case Discovery::Unsupported:  // Python 2, a CPython too old or new, memory not readable
+                // A Python refused for its layout is looked at again for its first 50 ms: found
+                // at its exec, its runtime's memory may still be being mapped by the dynamic
+                // loader (CI: a pyenv 3.13 read as "_Py_DebugOffsets: bad cookie" once in ~1000
+                // launches, and never found again).
+                if (r.python_refused && kRetryMs[p.attempt] < kRefusalSettledMs) {
+                    ++p.attempt;
+                    done = false;
+                    break;
+                }
                 for (Session* s : p.for_sessions) refused(*s, pid, r);
                 break;
             default:
