@@ -1137,8 +1137,9 @@ void Engine::update_async(pid_t pid) {
 // Every thread gets its entry now (BPF makes entries only for threads created later, at fork):
 // one asleep has its interval start now (what came before is before every session that wants
 // it), or from a wall session's start when it was asleep then and has not been switched since
-// (Session::asleep_at_start_; of the wall sessions that want it, the earliest such start); its reason from /proc (S sleeping, D uninterruptible; whether an S thread
-// waits for the GIL would need the GIL's layout: it counts as sleeping), and its stack read now
+// (Session::asleep_at_start_; of the wall sessions that want it, the earliest such start); its
+// reason from /proc (S sleeping, D uninterruptible; whether an S thread waits for the GIL
+// would need the GIL's layout: it counts as sleeping), and its stack read now
 // from its memory: it was never switched out while tracked, so BPF has not walked it, and until
 // it runs its stack stays the one it blocks with (seed_stacks_, used by its first record;
 // symbolized now, while its code objects live: the record comes when it wakes, maybe to exit).
