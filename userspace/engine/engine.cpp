@@ -879,8 +879,8 @@ void Engine::run_pending() {
             case Discovery::Unsupported:  // Python 2, a CPython too old or new, memory not readable
                 // A Python refused for its layout is looked at again for its first 50 ms: found
                 // at its exec, its runtime's memory may still be being mapped by the dynamic
-                // loader (CI: a pyenv 3.13 read as "_Py_DebugOffsets: bad cookie" once in ~1000
-                // launches, and never found again).
+                // loader (CI run ci8, 2026-11-29: a launched pyenv 3.13 read as "_Py_DebugOffsets: bad cookie"
+                // once, and never found again).
                 if (r.python_refused && kRetryMs[p.attempt] < kRefusalSettledMs) {
                     ++p.attempt;
                     done = false;
