@@ -287,7 +287,10 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     e->registry_ = std::make_unique<ProcessRegistry>();
     e->discoverer_ = std::make_unique<Discoverer>();
     e->asyncio_ = std::make_unique<AsyncioTasks>();
-    if (e->sampler_->native_capture()) e->native_ = std::make_unique<native::NativeStacks>(*e->store_);
+    if (e->sampler_->native_capture()) {
+        e->native_ = std::make_unique<native::NativeStacks>(*e->store_);
+        e->native_->set_timing(cfg.knobs.debug);
+    }
     e->node_ = std::make_unique<NodeNames>(cfg.node_root);
     e->sampling_ = true;
     return e;
@@ -752,6 +755,8 @@ void Engine::on_sample(const pbp_event& e) {
     if (native_ && e.kind == PBP_KIND_CPU)
         if (auto n = native_pids_.find(static_cast<pid_t>(e.pid)); n != native_pids_.end())
             native_stack = store_->with_startup_root(stack, native_->stack_for(e, stack, n->second));
+    if (native_ && cfg_.knobs.debug)
+        for (auto& note : native_->take_notes()) debug(note);
     // Made when a session asks for them: without kernel frames, and --native with --async.
     std::optional<uint32_t> user_stack, native_task_stack[2];
     for (Session* s : it->second) {
@@ -1012,6 +1017,16 @@ Profile Engine::stop(Session* s) {
                       " merged exactly, " + std::to_string(n ? native_->unwind_ns() / n : 0) +
                       " ns each in userspace; BPF sent " + std::to_string(st[PBP_STAT_NATIVE_BYTES]) +
                       " bytes of machine state, " + std::to_string(st[PBP_STAT_NATIVE_DROP]) + " records lost"});
+        const auto& c = native::setup_counters();
+        s->event({EngineEvent::Debug, 0, false, 0,
+                  "native set-up: " + std::to_string(c.maps_reads) + " maps reads, " + std::to_string(c.files_reported) +
+                      " files reported, " + std::to_string(c.symbol_loads) + " modules' symbols loaded; CPU " +
+                      std::to_string(c.refresh_cpu_ns / 1000000) + " ms maps and modules, " +
+                      std::to_string(native_->unwind_cpu_ns() / 1000000) + " ms unwinding, " +
+                      std::to_string(native_->symbols_cpu_ns() / 1000000) + " ms naming"});
+        std::string loads;
+        for (const auto& [file, n] : c.loads_by_file) loads += " " + file + "=" + std::to_string(n);
+        s->event({EngineEvent::Debug, 0, false, 0, "native symbol loads per file:" + loads});
     }
     registry_->sample_resources_at_end(s->targets_, end);
     registry_->refresh_thread_names();
@@ -1051,7 +1066,10 @@ void Engine::reset_caches() {
     async_pids_.clear();
     // Its frames are interned in the store: a new one with it (the old one's reference to the
     // store it replaced crashed the agent at the first --native sample after an idle spell).
-    if (native_) native_ = std::make_unique<native::NativeStacks>(*store_);
+    if (native_) {
+        native_ = std::make_unique<native::NativeStacks>(*store_);
+        native_->set_timing(cfg_.knobs.debug);
+    }
     native_pids_.clear();
     first_seen_.clear();
     first_stack_.clear();
@@ -1120,8 +1138,12 @@ void Engine::update_native(pid_t pid) {
     if (want == static_cast<bool>(native_pids_.count(pid))) return;
     pbp_proc proc{};
     if (!sampler_->set_process_flags(pid, PBP_PROC_NATIVE, want ? PBP_PROC_NATIVE : 0, &proc)) return;
-    if (want) native_pids_[pid] = proc.off.py_version_hex;
-    else native_pids_.erase(pid);
+    if (want) {
+        native_pids_[pid] = proc.off.py_version_hex;
+        native_->watch(pid, mono_ns());
+    } else {
+        native_pids_.erase(pid);
+    }
 }
 
 void Engine::update_async(pid_t pid) {

@@ -32,6 +32,15 @@ NativeStacks::Proc& NativeStacks::proc(pid_t pid) {
 
 void NativeStacks::forget_process(pid_t pid) { procs_.erase(pid); }
 
+void NativeStacks::set_timing(bool on) {
+    timing_ = on;
+    g_setup_timing = on;
+}
+
+void NativeStacks::watch(pid_t pid, uint64_t ns) {
+    if (timing_) watched_ns_[pid] = ns;
+}
+
 uint32_t NativeStacks::intern_native(Proc& p, const Frame& f) {
     auto it = p.interned.find(&f);  // NativeSymbols' frames stay where they are (std::map)
     if (it != p.interned.end()) return it->second;
@@ -49,9 +58,11 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
         return plain;
     }
     const uint64_t t0 = mono_ns();
+    const uint64_t cpu0 = timing_ ? thread_cpu_ns() : 0, refresh0 = setup_counters().refresh_cpu_ns;
     Proc& p = proc(static_cast<pid_t>(e.pid));
     const size_t size = PBP_NATIVE_HEADER_BYTES + std::min<size_t>(ev->ustack_len, PBP_NATIVE_USTACK);
     UnwoundStack u = p.unwinder.unwind(*ev, size);
+    const uint64_t cpu1 = timing_ ? thread_cpu_ns() : 0, refresh1 = setup_counters().refresh_cpu_ns;
 
     MergeInput in;
     for (uint16_t i = 0; i < ev->kdepth && i < PBP_NATIVE_KSTACK; i++) {
@@ -81,6 +92,15 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
         named.push_back(&f);
         if (interpreter.empty() && is_eval_loop(f.name)) interpreter = f.library;
     }
+    if (timing_) {
+        const uint64_t cpu2 = thread_cpu_ns(), refresh2 = setup_counters().refresh_cpu_ns;
+        p.refresh_cpu += refresh2 - refresh0;
+        p.unwind_cpu += (cpu1 - cpu0) - (refresh1 - refresh0);
+        p.symbols_cpu += (cpu2 - cpu1) - (refresh2 - refresh1);
+        unwind_cpu_ns_ += (cpu1 - cpu0) - (refresh1 - refresh0);
+        symbols_cpu_ns_ += (cpu2 - cpu1) - (refresh2 - refresh1);
+        p.samples++;
+    }
     for (const Frame* f : named) {
         NativeRole role = NativeRole::Keep;
         // In the interpreter's file, a function without a symbol is hidden too: Debian's
@@ -104,6 +124,18 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
     unwound_++;
     exact_ += m.exact;
     unwind_ns_ += mono_ns() - t0;
+    if (timing_ && m.exact && !p.told) {
+        p.told = true;
+        const uint64_t now = mono_ns();
+        auto w = watched_ns_.find(static_cast<pid_t>(e.pid));
+        auto ms = [](uint64_t ns) { return std::to_string(ns / 1000000) + "." + std::to_string(ns / 100000 % 10); };
+        notes_.push_back("native: PID " + std::to_string(e.pid) + " first stack merged at mono_ns " + std::to_string(now) +
+                         (w != watched_ns_.end() ? ", " + ms(now - w->second) + " ms after native capture began" : "") +
+                         " (sample taken " + ms(now > e.ts_ns ? now - e.ts_ns : 0) + " ms before); set-up CPU " +
+                         ms(p.refresh_cpu + p.unwind_cpu + p.symbols_cpu) + " ms over " + std::to_string(p.samples) +
+                         " samples: maps and modules " + ms(p.refresh_cpu) + " ms, unwind " + ms(p.unwind_cpu) +
+                         " ms, symbols " + ms(p.symbols_cpu) + " ms");
+    }
     // A sample without Python frames (a thread in C only, or no thread state) is its native
     // stack under plain's "[reason]" frame.
     std::vector<uint32_t> out(m.leaf_first.rbegin(), m.leaf_first.rend());

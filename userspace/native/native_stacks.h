@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,15 @@ public:
     // process's PY_VERSION_HEX (how its eval-loop calls map to Python frames).
     uint32_t stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex);
     void forget_process(pid_t pid);
+    // PYBPFPROF_DEBUG: time the set-up (thread CPU clock) and say, per process, when its first
+    // stack was merged exactly and what it cost (take_notes()).
+    void set_timing(bool on);
+    // Native capture was turned on for pid at mono_ns ns (the debug lines count from it).
+    void watch(pid_t pid, uint64_t ns);
+    std::vector<std::string> take_notes() { return std::move(notes_); }
+    // CPU spent unwinding and naming (timing on), over every process.
+    uint64_t unwind_cpu_ns() const { return unwind_cpu_ns_; }
+    uint64_t symbols_cpu_ns() const { return symbols_cpu_ns_; }
 
     // For the debug line and the benchmarks: samples unwound, exactly merged, ns spent.
     uint64_t unwound() const { return unwound_; }
@@ -46,6 +56,9 @@ private:
         NativeSymbols symbols;
         // interned frame index per distinct native frame, in the StackStore's table
         std::unordered_map<const Frame*, uint32_t> interned;
+        // timing on: until its first exact merge
+        uint64_t samples = 0, refresh_cpu = 0, unwind_cpu = 0, symbols_cpu = 0;
+        bool told = false;
     };
     Proc& proc(pid_t pid);
     uint32_t intern_native(Proc& p, const Frame& f);
@@ -58,6 +71,10 @@ private:
     std::unordered_map<uint32_t, std::vector<uint8_t>> pending_;
     uint32_t incomplete_ = 0;  // the interned "[native stack incomplete]"
     uint64_t unwound_ = 0, exact_ = 0, unwind_ns_ = 0;
+    bool timing_ = false;
+    uint64_t unwind_cpu_ns_ = 0, symbols_cpu_ns_ = 0;
+    std::map<pid_t, uint64_t> watched_ns_;
+    std::vector<std::string> notes_;
 };
 
 }  // namespace pbp::native

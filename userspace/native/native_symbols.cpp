@@ -39,6 +39,10 @@ const Frame& NativeSymbols::frame_at(uint64_t pc) {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
 
+    if (loaded_.emplace(path, true).second) {
+        setup_counters().symbol_loads++;
+        setup_counters().loads_by_file[path]++;
+    }
     Frame f;
     f.kind = FrameKind::Native;
     f.library = path;

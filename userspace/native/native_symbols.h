@@ -25,6 +25,7 @@ private:
     // (module path, offset from the module's start) -> frame
     std::map<std::pair<std::string, uint64_t>, Frame> cache_;
     std::map<uint64_t, Frame> unknown_;
+    std::map<std::string, bool> loaded_;  // the modules whose symbols were looked up (SetupCounters)
 };
 
 // "_ZN3foo3barEv" -> "foo::bar()"; anything else as it is.

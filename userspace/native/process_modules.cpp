@@ -86,6 +86,12 @@ void report_vdso(Dwfl* dwfl, pid_t pid, const procfs::Mapping& m) {
 
 }  // namespace
 
+SetupCounters& setup_counters() {
+    static SetupCounters c;
+    return c;
+}
+bool g_setup_timing = false;
+
 ProcessModules::ProcessModules(pid_t pid) : pid_(pid) {}
 
 ProcessModules::~ProcessModules() {
@@ -93,7 +99,15 @@ ProcessModules::~ProcessModules() {
 }
 
 bool ProcessModules::refresh() {
+    const uint64_t cpu0 = g_setup_timing ? thread_cpu_ns() : 0;
+    struct Timed {
+        uint64_t cpu0;
+        ~Timed() {
+            if (g_setup_timing) setup_counters().refresh_cpu_ns += thread_cpu_ns() - cpu0;
+        }
+    } timed{cpu0};
     last_refresh_ns_ = mono_ns();
+    setup_counters().maps_reads++;
     auto maps = procfs::read_maps(pid_);
     if (!maps) return false;
     // The same files at the same places: keep the Dwfl and all it has parsed (CFI, symbols,
@@ -133,6 +147,7 @@ bool ProcessModules::refresh() {
         if (!load_bias(file, m.start, m.offset, bias)) continue;
         // base = the bias, added to the first PT_LOAD's address (an ET_EXEC's is taken as is).
         dwfl_report_elf(dwfl_, m.path.c_str(), file.c_str(), -1, bias, true);
+        setup_counters().files_reported++;
     }
     dwfl_report_end(dwfl_, nullptr, nullptr);
     return true;

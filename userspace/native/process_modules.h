@@ -5,12 +5,26 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
 
 namespace pbp::native {
+
+// What the native set-up did, summed over every process since the start (PYBPFPROF_DEBUG=1's
+// lines, and the tests that keep its cost from growing back).
+struct SetupCounters {
+    uint64_t maps_reads = 0;      // /proc/PID/maps read
+    uint64_t files_reported = 0;  // ELF files opened and reported to a Dwfl (a process's refresh)
+    uint64_t symbol_loads = 0;    // a module's symbol table and debug information looked up
+    std::map<std::string, uint64_t> loads_by_file;  // the same, per file as the process saw it
+    uint64_t refresh_cpu_ns = 0;  // CPU in refresh() (maps and reporting), when timing is on
+};
+SetupCounters& setup_counters();
+// Timing on (thread CPU clock reads around each step): PYBPFPROF_DEBUG.
+extern bool g_setup_timing;
 
 class ProcessModules {
 public:

@@ -23,6 +23,13 @@ inline uint64_t boot_clock_ticks() {
     return ns / (1000000000ULL / static_cast<uint64_t>(sysconf(_SC_CLK_TCK)));
 }
 
+// CPU time of the calling thread (a system call, not the vDSO: for debug timing only).
+inline uint64_t thread_cpu_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 inline int64_t real_ns() {
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
