@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <string>
@@ -293,6 +294,52 @@ TEST_P(Native, ClocksUnwindThroughTheVdso) {
 }
 
 // The Python part of every --native stack is the stack the same sample has without --native.
+// Three processes of one interpreter, started together under a launched parent: each file's
+// symbols and debug information are parsed once for all of them (native/file_symbols.h), not
+// once per process (each parse of libpython and libc's debug file cost a process 40-90 ms of
+// CPU before its first merged stack; BENCHMARKS.md). PYBPFPROF_DEBUG=1 counts the loads per file.
+TEST_P(Native, EachFileParsedOnceForAllItsProcesses) {
+    const Interpreter& in = GetParam();
+    const std::string out = dir + "/shared.folded";
+    std::vector<std::string> cmd{"env", "PYBPFPROF_DEBUG=1", pybpfprof_bin(), "-q", "--native", "-f", "collapsed",
+                                 "-r", "199", "-o", out, "--"};
+    for (const std::string& a : python_running(in, "native_spinners.py", {"3", "1"})) cmd.push_back(a);
+    auto r = run(cmd, 180);
+    ASSERT_EQ(r.status, 0) << r.err;
+
+    // The processes whose samples have native frames ("name [library]").
+    std::set<std::string> with_native;
+    for (const Folded& f : read_folded(read_file(out))) {
+        if (f.frames.empty()) continue;
+        const std::string& root = f.frames[0];
+        const size_t at = root.rfind("(pid ");
+        if (at == std::string::npos) continue;
+        for (size_t i = 1; i < f.frames.size(); i++) {
+            const std::string& fr = f.frames[i];
+            if (!fr.empty() && fr.back() == ']' && fr.find(" [") != std::string::npos) {
+                with_native.insert(root.substr(at));
+                break;
+            }
+        }
+    }
+    ASSERT_GE(with_native.size(), 3u) << "processes with native frames\n" << r.err;
+
+    const std::string tag = "native symbol loads per file:";
+    const size_t line_at = r.err.find(tag);
+    ASSERT_NE(line_at, std::string::npos) << r.err;
+    std::istringstream loads(r.err.substr(line_at + tag.size(), r.err.find('\n', line_at) - line_at - tag.size()));
+    std::string entry;
+    size_t files = 0;
+    while (loads >> entry) {
+        files++;
+        const size_t eq = entry.rfind('=');
+        ASSERT_NE(eq, std::string::npos) << entry;
+        EXPECT_EQ(entry.substr(eq + 1), "1") << "parsed more than once: " << entry;
+    }
+    // At least the interpreter's file (every merged stack names its eval loop).
+    EXPECT_GE(files, 1u) << r.err;
+}
+
 // One engine, two sessions on the same processes (the language workloads: names, generators,
 // generators resumed from C, asyncio, code objects freed and reused): one with --native, one
 // without. Both get every sample; matched by thread and BPF timestamp, the native one's frames

@@ -1017,7 +1017,7 @@ Profile Engine::stop(Session* s) {
                       " merged exactly, " + std::to_string(n ? native_->unwind_ns() / n : 0) +
                       " ns each in userspace; BPF sent " + std::to_string(st[PBP_STAT_NATIVE_BYTES]) +
                       " bytes of machine state, " + std::to_string(st[PBP_STAT_NATIVE_DROP]) + " records lost"});
-        const auto& c = native::setup_counters();
+        const auto& c = native_->counters();
         s->event({EngineEvent::Debug, 0, false, 0,
                   "native set-up: " + std::to_string(c.maps_reads) + " maps reads, " + std::to_string(c.files_reported) +
                       " files reported, " + std::to_string(c.symbol_loads) + " modules' symbols loaded; CPU " +

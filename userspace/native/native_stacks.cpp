@@ -26,15 +26,17 @@ void NativeStacks::on_capture(const pbp_native_event& ev, size_t size) {
 
 NativeStacks::Proc& NativeStacks::proc(pid_t pid) {
     auto& p = procs_[pid];
-    if (!p) p = std::make_unique<Proc>(pid);
+    if (!p) p = std::make_unique<Proc>(pid, files_);
     return *p;
 }
 
-void NativeStacks::forget_process(pid_t pid) { procs_.erase(pid); }
+void NativeStacks::forget_process(pid_t pid) {
+    if (procs_.erase(pid)) files_.trim(mono_ns());
+}
 
 void NativeStacks::set_timing(bool on) {
     timing_ = on;
-    g_setup_timing = on;
+    files_.timing = on;
 }
 
 void NativeStacks::watch(pid_t pid, uint64_t ns) {
@@ -58,11 +60,15 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
         return plain;
     }
     const uint64_t t0 = mono_ns();
-    const uint64_t cpu0 = timing_ ? thread_cpu_ns() : 0, refresh0 = setup_counters().refresh_cpu_ns;
+    if (t0 - trimmed_ns_ > 1000000000ULL) {  // the files no process maps any more
+        files_.trim(t0);
+        trimmed_ns_ = t0;
+    }
+    const uint64_t cpu0 = timing_ ? thread_cpu_ns() : 0, refresh0 = files_.counters.refresh_cpu_ns;
     Proc& p = proc(static_cast<pid_t>(e.pid));
     const size_t size = PBP_NATIVE_HEADER_BYTES + std::min<size_t>(ev->ustack_len, PBP_NATIVE_USTACK);
     UnwoundStack u = p.unwinder.unwind(*ev, size);
-    const uint64_t cpu1 = timing_ ? thread_cpu_ns() : 0, refresh1 = setup_counters().refresh_cpu_ns;
+    const uint64_t cpu1 = timing_ ? thread_cpu_ns() : 0, refresh1 = files_.counters.refresh_cpu_ns;
 
     MergeInput in;
     for (uint16_t i = 0; i < ev->kdepth && i < PBP_NATIVE_KSTACK; i++) {
@@ -93,7 +99,7 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
         if (interpreter.empty() && is_eval_loop(f.name)) interpreter = f.library;
     }
     if (timing_) {
-        const uint64_t cpu2 = thread_cpu_ns(), refresh2 = setup_counters().refresh_cpu_ns;
+        const uint64_t cpu2 = thread_cpu_ns(), refresh2 = files_.counters.refresh_cpu_ns;
         p.refresh_cpu += refresh2 - refresh0;
         p.unwind_cpu += (cpu1 - cpu0) - (refresh1 - refresh0);
         p.symbols_cpu += (cpu2 - cpu1) - (refresh2 - refresh1);

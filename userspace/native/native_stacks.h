@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/stack_store.h"
+#include "native/file_symbols.h"
 #include "native/native_symbols.h"
 #include "native/process_modules.h"
 #include "native/unwinder.h"
@@ -42,6 +43,7 @@ public:
     // CPU spent unwinding and naming (timing on), over every process.
     uint64_t unwind_cpu_ns() const { return unwind_cpu_ns_; }
     uint64_t symbols_cpu_ns() const { return symbols_cpu_ns_; }
+    const SetupCounters& counters() const { return files_.counters; }
 
     // For the debug line and the benchmarks: samples unwound, exactly merged, ns spent.
     uint64_t unwound() const { return unwound_; }
@@ -50,7 +52,7 @@ public:
 
 private:
     struct Proc {
-        explicit Proc(pid_t pid) : modules(pid), unwinder(modules), symbols(modules) {}
+        Proc(pid_t pid, FileCache& files) : modules(pid, files), unwinder(modules), symbols(modules) {}
         ProcessModules modules;
         Unwinder unwinder;
         NativeSymbols symbols;
@@ -64,6 +66,8 @@ private:
     uint32_t intern_native(Proc& p, const Frame& f);
 
     StackStore& store_;
+    FileCache files_;  // before procs_: their modules hold its files
+    uint64_t trimmed_ns_ = 0;
     std::unique_ptr<KernelSymbols> kernel_;  // /proc/kallsyms, read at the first kernel frame
     std::unordered_map<uint64_t, uint32_t> kernel_frames_;  // address -> interned frame
     std::map<pid_t, std::unique_ptr<Proc>> procs_;

@@ -39,32 +39,38 @@ const Frame& NativeSymbols::frame_at(uint64_t pc) {
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
 
-    if (loaded_.emplace(path, true).second) {
-        setup_counters().symbol_loads++;
-        setup_counters().loads_by_file[path]++;
-    }
     Frame f;
     f.kind = FrameKind::Native;
     f.library = path;
-    GElf_Off off = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(m, pc, &off, &sym, nullptr, nullptr, nullptr);
-    if (name) {
-        f.name = demangle(name);
+    const uint64_t off = pc - start;
+    if (FileSymbols* file = modules_.file_of(m)) {
+        // The file's names, shared with every process that maps it.
+        const FileSymbols::Name& n = file->at(off);
+        f.name = n.symbol;
+        f.file = n.file;
+        f.line = n.line;
     } else {
+        if (loaded_.emplace(path, true).second) {
+            modules_.files().counters.symbol_loads++;
+            modules_.files().counters.loads_by_file[path]++;
+        }
+        GElf_Off o = 0;
+        GElf_Sym sym;
+        if (const char* name = dwfl_module_addrinfo(m, pc, &o, &sym, nullptr, nullptr, nullptr)) f.name = demangle(name);
+        if (Dwfl_Line* line = dwfl_module_getsrc(m, pc)) {
+            int lineno = 0;
+            if (const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {
+                f.file = src;
+                f.line = lineno;
+            }
+        }
+    }
+    if (f.name.empty()) {
         // No symbol: the library and the offset in it, stable across runs of the same file.
         char buf[32];
-        std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(pc - start));
+        std::snprintf(buf, sizeof buf, "+0x%llx", static_cast<unsigned long long>(off));
         const auto slash = path.rfind('/');
         f.name = "[" + (slash == std::string::npos ? path : path.substr(slash + 1)) + buf + "]";
-    }
-    if (Dwfl_Line* line = dwfl_module_getsrc(m, pc)) {
-        int lineno = 0;
-        const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
-        if (src) {
-            f.file = src;
-            f.line = lineno;
-        }
     }
     return cache_.emplace(key, std::move(f)).first->second;
 }

@@ -1,7 +1,8 @@
 // --native: native addresses named through libdwfl: the function (C++ names demangled), the
 // source file and line where debug information is found (next to the file, by build-id or by
-// .gnu_debuglink under /usr/lib/debug), and the library. Cached per module and offset in it, so
-// a frame is looked up once per process however often it is sampled.
+// .gnu_debuglink under /usr/lib/debug), and the library. Named by the file's shared state
+// (file_symbols.h: each file parsed and each of its addresses looked up once, for every process
+// that maps it), the frame then cached per module and offset in it for this process.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -61,7 +61,8 @@ bool load_bias(const std::string& path, uint64_t start, uint64_t pgoff, uint64_t
 // (time.process_time(), thread_time): a sample taken there unwinds only with its CFI. Its image
 // is read from the process (a few pages, the same for every process of a kernel) into a memory
 // file that libdwfl reads as it reads a library; reported under the name "[vdso]".
-void report_vdso(Dwfl* dwfl, pid_t pid, const procfs::Mapping& m) {
+void report_vdso(Dwfl* dwfl, pid_t pid, const procfs::Mapping& m, FileCache& files,
+                 std::unordered_map<Dwfl_Module*, std::shared_ptr<FileSymbols>>& files_of) {
     const uint64_t len = m.end - m.start;
     if (m.start >= m.end || len > (1u << 20)) return;  // a few pages; more is not a vDSO
     std::vector<char> image(len);
@@ -79,46 +80,47 @@ void report_vdso(Dwfl* dwfl, pid_t pid, const procfs::Mapping& m) {
     // As for a file (its first PT_LOAD's vaddr is 0 on today's kernels); on success the fd is
     // libdwfl's (closed by dwfl_end).
     uint64_t bias = 0;
+    Dwfl_Module* mod = nullptr;
     if (done != image.size() || !load_bias("/proc/self/fd/" + std::to_string(fd), m.start, 0, bias) ||
-        !dwfl_report_elf(dwfl, "[vdso]", "[vdso]", fd, bias, true))
+        !(mod = dwfl_report_elf(dwfl, "[vdso]", "[vdso]", fd, bias, true))) {
         ::close(fd);
+        return;
+    }
+    // Named with the other processes' (the same image for every process of a kernel).
+    if (auto f = files.get_vdso(std::move(image))) files_of[mod] = std::move(f);
 }
 
 }  // namespace
 
-SetupCounters& setup_counters() {
-    static SetupCounters c;
-    return c;
-}
-bool g_setup_timing = false;
-
-ProcessModules::ProcessModules(pid_t pid) : pid_(pid) {}
+ProcessModules::ProcessModules(pid_t pid, FileCache& files) : pid_(pid), files_(files) {}
 
 ProcessModules::~ProcessModules() {
     if (dwfl_) dwfl_end(dwfl_);
 }
 
 bool ProcessModules::refresh() {
-    const uint64_t cpu0 = g_setup_timing ? thread_cpu_ns() : 0;
     struct Timed {
-        uint64_t cpu0;
+        FileCache& files;
+        uint64_t cpu0 = files.timing ? thread_cpu_ns() : 0;
         ~Timed() {
-            if (g_setup_timing) setup_counters().refresh_cpu_ns += thread_cpu_ns() - cpu0;
+            if (files.timing) files.counters.refresh_cpu_ns += thread_cpu_ns() - cpu0;
         }
-    } timed{cpu0};
+    } timed{files_};
     last_refresh_ns_ = mono_ns();
-    setup_counters().maps_reads++;
+    files_.counters.maps_reads++;
     auto maps = procfs::read_maps(pid_);
     if (!maps) return false;
-    // The same files at the same places: keep the Dwfl and all it has parsed (CFI, symbols,
-    // line tables), which a new one would read again. A pc in no file (JIT code, a bad return
-    // address at the end of a stack copy) asks for a refresh often.
+    // The same files at the same places: keep the Dwfl and all it has parsed (CFI), which a new
+    // one would read again (the names are the files', file_symbols.h: they outlive it). A pc in
+    // no file (JIT code, a bad return address at the end of a stack copy) asks for a refresh
+    // often.
     std::string signature;
     for (const auto& m : *maps)
         if ((!m.path.empty() && m.path[0] == '/' && m.perms.size() >= 3 && m.perms[2] == 'x') || m.path == "[vdso]")
             signature += std::to_string(m.start) + m.path + '\n';
     if (dwfl_ && signature == signature_) return true;
     signature_ = std::move(signature);
+    files_of_.clear();
     if (dwfl_) dwfl_end(dwfl_);
     dwfl_ = dwfl_begin(&kCallbacks);
     epoch_++;
@@ -128,7 +130,7 @@ bool ProcessModules::refresh() {
     std::map<std::string, bool> done;  // each file once: by its executable mapping
     for (const auto& m : *maps) {
         if (m.path == "[vdso]") {
-            report_vdso(dwfl_, pid_, m);
+            report_vdso(dwfl_, pid_, m, files_, files_of_);
             continue;
         }
         if (m.path.empty() || m.path[0] != '/' || m.perms.size() < 3 || m.perms[2] != 'x') continue;
@@ -143,11 +145,15 @@ bool ProcessModules::refresh() {
             if (::stat(m.path.c_str(), &st) != 0 || st.st_ino != m.inode) continue;
             file = m.path;
         }
+        // The file's shared state: its program headers were read when any process first
+        // mapped it, and its symbols and debug information are parsed once, for all of them.
+        std::shared_ptr<FileSymbols> shared = files_.get(file, st, m.path);
         uint64_t bias = 0;
-        if (!load_bias(file, m.start, m.offset, bias)) continue;
+        if (!shared || !shared->load_bias(m.start, m.offset, bias)) continue;
         // base = the bias, added to the first PT_LOAD's address (an ET_EXEC's is taken as is).
-        dwfl_report_elf(dwfl_, m.path.c_str(), file.c_str(), -1, bias, true);
-        setup_counters().files_reported++;
+        Dwfl_Module* mod = dwfl_report_elf(dwfl_, m.path.c_str(), file.c_str(), -1, bias, true);
+        files_.counters.files_reported++;
+        if (mod) files_of_[mod] = std::move(shared);
     }
     dwfl_report_end(dwfl_, nullptr, nullptr);
     return true;

@@ -1,34 +1,25 @@
 // --native: a process's ELF files (executable, libraries, C extensions) as one libdwfl session,
-// for unwinding and naming its native frames. Read from /proc/PID/maps; each file opened through
-// /proc/PID/root, so a process in a container has its own files, not the host's.
+// for unwinding its native frames, each with its file's naming state (file_symbols.h, shared
+// with the other processes that map the file). Read from /proc/PID/maps; each file opened
+// through /proc/PID/root, so a process in a container has its own files, not the host's.
 #pragma once
 #include <sys/types.h>
 
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
+
+#include "native/file_symbols.h"
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
 
 namespace pbp::native {
 
-// What the native set-up did, summed over every process since the start (PYBPFPROF_DEBUG=1's
-// lines, and the tests that keep its cost from growing back).
-struct SetupCounters {
-    uint64_t maps_reads = 0;      // /proc/PID/maps read
-    uint64_t files_reported = 0;  // ELF files opened and reported to a Dwfl (a process's refresh)
-    uint64_t symbol_loads = 0;    // a module's symbol table and debug information looked up
-    std::map<std::string, uint64_t> loads_by_file;  // the same, per file as the process saw it
-    uint64_t refresh_cpu_ns = 0;  // CPU in refresh() (maps and reporting), when timing is on
-};
-SetupCounters& setup_counters();
-// Timing on (thread CPU clock reads around each step): PYBPFPROF_DEBUG.
-extern bool g_setup_timing;
-
 class ProcessModules {
 public:
-    explicit ProcessModules(pid_t pid);
+    ProcessModules(pid_t pid, FileCache& files);
     ~ProcessModules();
     ProcessModules(const ProcessModules&) = delete;
     ProcessModules& operator=(const ProcessModules&) = delete;
@@ -40,15 +31,23 @@ public:
     // most every 20 ms.
     Dwfl_Module* module_at(uint64_t pc);
     Dwfl* dwfl() const { return dwfl_; }
+    FileCache& files() const { return files_; }
     pid_t pid() const { return pid_; }
     // Bumped by every refresh (a new Dwfl: what was attached to the old one is void).
     uint32_t epoch() const { return epoch_; }
     // The file of a module as the process sees it ("/usr/lib/.../libc.so.6").
     static std::string path_of(Dwfl_Module* m);
+    // The naming state of module m's file (null when there is none: not reported here).
+    FileSymbols* file_of(Dwfl_Module* m) const {
+        auto it = files_of_.find(m);
+        return it == files_of_.end() ? nullptr : it->second.get();
+    }
 
 private:
     pid_t pid_;
+    FileCache& files_;
     Dwfl* dwfl_ = nullptr;
+    std::unordered_map<Dwfl_Module*, std::shared_ptr<FileSymbols>> files_of_;  // of this Dwfl
     uint32_t epoch_ = 0;
     uint64_t last_refresh_ns_ = 0;
     std::string signature_;  // the executable file mappings the Dwfl was made from
