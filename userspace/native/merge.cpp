@@ -14,7 +14,7 @@ std::string base_name(const std::string& name) {
 
 }  // namespace
 
-bool is_eval_loop(const std::string& name) { return base_name(name) == "_PyEval_EvalFrameDefault"; }
+bool is_eval_loop(const std::string& name) { return base_name(name) == kEvalLoop; }
 
 bool hidden_in_interpreter(const std::string& name) {
     // Calls from one Python frame to the next, or to a C function, and the interpreter's

@@ -25,6 +25,9 @@ enum class NativeRole : uint8_t {
     Hidden,  // the interpreter's call machinery between Python frames and C functions
 };
 
+// The eval loop's function: every CPython since 3.6 runs its Python frames in it.
+constexpr const char* kEvalLoop = "_PyEval_EvalFrameDefault";
+
 // Is name (a native function's) the eval loop's? "_PyEval_EvalFrameDefault" and its
 // compiler-split parts ("_PyEval_EvalFrameDefault.cold", ".part.0").
 bool is_eval_loop(const std::string& name);
