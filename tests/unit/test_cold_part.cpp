@@ -2,7 +2,10 @@
 // choice of FDE on made-up bytes and ranges; then, on a library gcc -O2 builds here (an exported
 // _PyEval_EvalFrameDefault with unlikely paths, which gcc moves to "_PyEval_EvalFrameDefault.cold")
 // and then strips as Debian strips its interpreters: the range found is the one the unstripped
-// copy's symbol gives.
+// copy's symbol gives, and NativeSymbols names a pc there "_PyEval_EvalFrameDefault.cold" in a
+// process that loaded the stripped library (before: "[libfake_eval.so+0x...]", so that no
+// eval-loop frame of Debian sid's python3.14 and 3.15 was found).
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +18,8 @@
 
 #include "native/cold_part.h"
 #include "native/merge.h"
+#include "native/native_symbols.h"
+#include "native/process_modules.h"
 #include "test_support.h"
 
 namespace pbp {
@@ -160,6 +165,37 @@ TEST_F(ColdPartOfGcc, StrippedLibraryGivesTheColdSymbolsRange) {
     EXPECT_NE(std::find(fdes.begin(), fdes.end(), cold), fdes.end());
     EXPECT_NE(std::find(fdes.begin(), fdes.end(), syms.at(kEvalLoop)), fdes.end());
     dwfl_end(d);
+}
+
+// In a process (this one) that loaded the stripped library: its cold part's pcs are named
+// "_PyEval_EvalFrameDefault.cold", which the merge takes for the eval loop; the static helper,
+// which has no cold part and no symbol, keeps its "[library+offset]".
+TEST_F(ColdPartOfGcc, NativeSymbolsNameItInAProcess) {
+    void* h = dlopen(lib.stripped.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    const auto hot_at = reinterpret_cast<uint64_t>(dlsym(h, kEvalLoop));
+    ASSERT_NE(hot_at, 0u);
+    const uint64_t base = hot_at - full.at(kEvalLoop).start;
+    const CodeRange cold = full.at(std::string(kEvalLoop) + ".cold");
+    ASSERT_TRUE(full.count("helper"));
+    const CodeRange helper = full.at("helper");
+
+    ProcessModules modules(getpid());
+    ASSERT_TRUE(modules.refresh());
+    NativeSymbols symbols(modules);
+    for (uint64_t pc : {cold.start, cold.start + (cold.end - cold.start) / 2, cold.end - 1}) {
+        const Frame& f = symbols.frame_at(base + pc);
+        EXPECT_EQ(f.name, std::string(kEvalLoop) + ".cold") << std::hex << pc;
+        EXPECT_TRUE(is_eval_loop(f.name));
+        EXPECT_EQ(f.library, lib.stripped);
+    }
+    EXPECT_EQ(symbols.frame_at(hot_at + 1).name, kEvalLoop);
+    const Frame& h1 = symbols.frame_at(base + helper.start + 1);
+    EXPECT_EQ(h1.name.rfind("[libfake_eval.so+0x", 0), 0u) << h1.name;
+    // Outside the cold part, either side.
+    EXPECT_NE(symbols.frame_at(base + cold.end).name, std::string(kEvalLoop) + ".cold");
+    EXPECT_NE(symbols.frame_at(base + cold.start - 1).name, std::string(kEvalLoop) + ".cold");
+    dlclose(h);
 }
 
 }  // namespace

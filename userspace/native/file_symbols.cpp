@@ -10,6 +10,8 @@
 #include <functional>
 #include <string_view>
 
+#include "native/cold_part.h"
+#include "native/merge.h"
 #include "native/native_symbols.h"
 
 namespace pbp::native {
@@ -126,8 +128,18 @@ const FileSymbols::Name& FileSymbols::at(uint64_t off) {
         const uint64_t addr = low_ + off;
         GElf_Off o = 0;
         GElf_Sym sym;
-        if (const char* s = dwfl_module_addrinfo(mod_, addr, &o, &sym, nullptr, nullptr, nullptr))
+        if (const char* s = dwfl_module_addrinfo(mod_, addr, &o, &sym, nullptr, nullptr, nullptr)) {
             n.symbol = demangle(s);
+        } else {
+            // No symbol: the eval loop's cold part, found without one (cold_part.h) at the
+            // file's first address without a name, is named as its symbol would be.
+            if (!eval_cold_looked_) {
+                eval_cold_looked_ = true;
+                eval_cold_ = find_cold_part(mod_, kEvalLoop);
+            }
+            if (eval_cold_ && addr >= eval_cold_->start && addr < eval_cold_->end)
+                n.symbol = std::string(kEvalLoop) + ".cold";
+        }
         if (Dwfl_Line* line = dwfl_module_getsrc(mod_, addr)) {
             int lineno = 0;
             if (const char* src = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr)) {

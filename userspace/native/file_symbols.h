@@ -16,10 +16,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
+
+#include "native/cold_part.h"
 
 typedef struct Dwfl Dwfl;
 typedef struct Dwfl_Module Dwfl_Module;
@@ -86,6 +89,10 @@ private:
     Dwfl_Module* mod_ = nullptr;
     uint64_t low_ = 0;
     std::unordered_map<uint64_t, Name> names_;
+    // The eval loop's cold part found without a symbol (cold_part.h), in the file's own
+    // addresses; looked for once, at the first address no symbol names.
+    bool eval_cold_looked_ = false;
+    std::optional<CodeRange> eval_cold_;
 };
 
 class FileCache {

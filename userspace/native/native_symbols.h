@@ -2,7 +2,9 @@
 // source file and line where debug information is found (next to the file, by build-id or by
 // .gnu_debuglink under /usr/lib/debug), and the library. Named by the file's shared state
 // (file_symbols.h: each file parsed and each of its addresses looked up once, for every process
-// that maps it), the frame then cached per module and offset in it for this process.
+// that maps it), the frame then cached per module and offset in it for this process. A pc that
+// no symbol names in the eval loop's cold part (cold_part.h: a stripped interpreter's) is named
+// "_PyEval_EvalFrameDefault.cold", as its symbol would.
 #pragma once
 #include <cstdint>
 #include <map>
