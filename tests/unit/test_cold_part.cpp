@@ -180,7 +180,8 @@ TEST_F(ColdPartOfGcc, NativeSymbolsNameItInAProcess) {
     ASSERT_TRUE(full.count("helper"));
     const CodeRange helper = full.at("helper");
 
-    ProcessModules modules(getpid());
+    FileCache files;
+    ProcessModules modules(getpid(), files);
     ASSERT_TRUE(modules.refresh());
     NativeSymbols symbols(modules);
     for (uint64_t pc : {cold.start, cold.start + (cold.end - cold.start) / 2, cold.end - 1}) {
