@@ -1,6 +1,6 @@
 # Two Python processes (this one and a fork of it) passing one byte back and forth over two
-# pipes: every read blocks until the other side writes, so each round trip is two voluntary
-# context switches, the work of a scheduler-heavy program (tools/bench/run, section "wall").
+# pipes: every read blocks until the other side writes, so each round trip is two context
+# switches, the work of a scheduler-heavy program (tools/bench/run, section "wall").
 #
 #   python pingpong.py SECONDS [WORK]
 #
@@ -11,8 +11,11 @@
 #
 # Prints "pids PARENT CHILD", waits for a line on stdin (the benchmark sends one once the
 # profiler runs; EOF starts it too), ping-pongs for SECONDS, then prints
-# "roundtrips N elapsed S switches V": V = the voluntary context switches of both processes
-# during those seconds (/proc/PID/status), the rate the workload reaches by itself. Both
+# "roundtrips N elapsed S switches V cpu_ns C": V = the context switches of both processes
+# during those seconds, voluntary and involuntary (/proc/PID/status: a write wakes the peer,
+# which often preempts the writer there and then, so about half of them are involuntary), the
+# rate the workload reaches by itself; C = the CPU time both used meanwhile (the run time in
+# /proc/PID/schedstat, ns: pinned to one CPU, a profiler's work at each switch adds to it). Both
 # processes then wait for another line (or EOF) before they exit, so that a profiler of
 # them is still running when the benchmark reads its BPF programs' counters.
 import os
@@ -20,12 +23,18 @@ import sys
 import time
 
 
-def voluntary(pid):
+def switches(pid):
+    n = 0
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("voluntary_ctxt_switches:"):
-                return int(line.split()[1])
-    return 0
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                n += int(line.split()[1])
+    return n
+
+
+def cpu_ns(pid):
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0])
 
 
 def work(k):
@@ -70,12 +79,14 @@ def main():
     os.close(b_w)
     print("pids %d %d" % (os.getpid(), child), flush=True)
     sys.stdin.readline()
-    v0 = voluntary(os.getpid()) + voluntary(child)
+    v0 = switches(os.getpid()) + switches(child)
+    c0 = cpu_ns(os.getpid()) + cpu_ns(child)
     t0 = time.monotonic()
     n = ping(b_r, a_w, seconds, k)
     el = time.monotonic() - t0
-    v1 = voluntary(os.getpid()) + voluntary(child)
-    print("roundtrips %d elapsed %.6f switches %d" % (n, el, v1 - v0), flush=True)
+    c1 = cpu_ns(os.getpid()) + cpu_ns(child)
+    v1 = switches(os.getpid()) + switches(child)
+    print("roundtrips %d elapsed %.6f switches %d cpu_ns %d" % (n, el, v1 - v0, c1 - c0), flush=True)
     sys.stdin.readline()
     os.write(a_w, b"q")
     os.waitpid(child, 0)
