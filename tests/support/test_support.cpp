@@ -30,6 +30,23 @@ bool in_ci() {
     return ci && std::string(ci) == "true";
 }
 
+bool skip_browser_checks(std::string& why) {
+    const char* v = std::getenv("PBP_SKIP_BROWSER_CHECKS");
+    if (!v || std::string(v) != "1") return false;
+#if defined(__SANITIZE_ADDRESS__)
+    const bool sanitized = true;
+#else
+    const bool sanitized = false;
+#endif
+    if (in_ci() && !sanitized) {
+        ADD_FAILURE() << "PBP_SKIP_BROWSER_CHECKS=1 is for the sanitized unit tests only: under CI=true the normal "
+                         "build runs every browser check (running it)";
+        return false;
+    }
+    why = "PBP_SKIP_BROWSER_CHECKS=1: the browser check is left to the normal build's unit tests";
+    return true;
+}
+
 namespace {
 
 int exit_code(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }

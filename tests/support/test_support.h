@@ -28,6 +28,24 @@ bool kernel_has_bpf_loop();
         }                                                                            \
     } while (0)
 
+// The checks in a real browser or node (Chromium via Playwright: the HTML report, the SVG;
+// the speedscope app), which check what the JS and the browser do with a file the C++ wrote,
+// are skipped when PBP_SKIP_BROWSER_CHECKS=1. Only the sanitized unit tests set it
+// (Sanitized.UnitTests.Shard*, tests/CMakeLists.txt): there the C++ that writes the file runs
+// under the sanitizers as before, and the browser's part, which the normal build's unit tests
+// run, is left out (125 of the 21 tests' 126 CPU-seconds there, 2026-11-29). The normal
+// build's unit tests never honour it under CI=true (the variable fails the test instead), so
+// every browser check still runs once in CI. Not a skip of a BPF test: those never skip under
+// CI=true. True (with why) when the current test should skip its browser part.
+bool skip_browser_checks(std::string& why);
+
+// Use just before a test's browser or node check, after the C++ it checks has run.
+#define PBP_SKIP_BROWSER_CHECK()                                                            \
+    do {                                                                                    \
+        std::string pbp_skip_why_;                                                          \
+        if (::pbp::test::skip_browser_checks(pbp_skip_why_)) GTEST_SKIP() << pbp_skip_why_; \
+    } while (0)
+
 struct CmdResult {
     int status = -1;  // exit code, or 128+signal
     std::string out;  // stdout

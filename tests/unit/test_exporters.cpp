@@ -561,6 +561,7 @@ TEST(Speedscope, LoadsInRealSpeedscopeApp) {
         write_file(dir, "wall.json", export_to_string("speedscope", test::WallProfile().profile)),
         write_file(dir, "wall.folded", export_to_string("collapsed", test::WallProfile().profile)),
     };
+    PBP_SKIP_BROWSER_CHECK();
     auto r = run_checker(files);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     for (const auto& f : files) EXPECT_NE(r.out.find("ok " + f + ":"), std::string::npos) << r.out;
@@ -600,6 +601,7 @@ TEST(Speedscope, NativeAndKernelFramesLoadInRealSpeedscopeApp) {
     std::string dir = test::temp_dir();
     const std::string file = write_file(dir, "mixed.json", export_to_string("speedscope", test::MixedProfile().profile));
     const std::string folded = write_file(dir, "mixed.folded", export_to_string("collapsed", test::MixedProfile().profile));
+    PBP_SKIP_BROWSER_CHECK();
     auto r = test::run({"node", test::source_dir() + "/tests/js/check_speedscope.mjs", "--expect-frame", "[k] vfs_read",
                         "--expect-frame", "b", "--expect-frame", "outer", file},
                        600);
@@ -636,6 +638,7 @@ TEST(Speedscope, RealAppCheckerRejectsBrokenFiles) {
         write_file(dir, "no_profiles.json", no_profiles.dump()),
         write_file(dir, "bad_schema.json", bad_schema.dump()),
     };
+    PBP_SKIP_BROWSER_CHECK();
     auto r = run_checker(files);
     EXPECT_NE(r.status, 0) << r.out << r.err;
     for (const auto& f : files) EXPECT_NE(r.out.find("FAIL " + f + ":"), std::string::npos) << r.out;

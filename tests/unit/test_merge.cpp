@@ -525,6 +525,7 @@ TEST(MergeCommand, WallProfileToEveryFormatReadByItsConsumer) {
     }
     const std::string js = test::source_dir() + "/tests/js";
     if (access((js + "/node_modules/speedscope").c_str(), F_OK) == 0 && access("/usr/bin/chromium", X_OK) == 0) {
+        PBP_SKIP_BROWSER_CHECK();
         auto j = test::run({"node", js + "/check_speedscope.mjs", "--expect-frame", "[waiting for the GIL]", f.dir + "/wall.json"},
                            300);
         EXPECT_EQ(j.status, 0) << j.out << j.err;
@@ -602,6 +603,7 @@ TEST(Merge, MergedReportWorksInHeadlessChromium) {
                                                 {"proc_text", {"host node-a", "role=worker", "host node-b"}},
                                                 {"raw", true}}
                                                .dump();
+    PBP_SKIP_BROWSER_CHECK();
     auto r = test::run({"node", js + "/check_report.mjs", dir + "/merged.html", dir + "/expect.json"}, 600);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + dir + "/merged.html"), std::string::npos) << r.out << r.err;

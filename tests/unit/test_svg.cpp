@@ -339,6 +339,7 @@ TEST(SvgExport, ZoomAndSearchWorkInChromium) {
     PBP_REQUIRE(chromium_checker_available(why), why);
     const std::string path = write_file("hostile.svg", svg_of(hostile_profile()));
     const std::string expect = write_file("hostile.expect.json", R"X({"function": "cpu_hot", "search": "cpu_(hot|cold)"})X");
+    PBP_SKIP_BROWSER_CHECK();
     auto r = run({"node", test::source_dir() + "/tests/js/check_svg.mjs", path, expect}, 180);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + path), std::string::npos) << r.out << r.err;
@@ -386,6 +387,7 @@ TEST(SvgExport, NativeAndKernelFramesInChromium) {
     PBP_REQUIRE(chromium_checker_available(why), why);
     const std::string path = write_file("mixed.svg", svg_of(test::MixedProfile().profile));
     const std::string expect = write_file("mixed.expect.json", R"X({"function": "dgemm_kernel_HASWELL", "search": "_\\[k\\]$"})X");
+    PBP_SKIP_BROWSER_CHECK();
     auto r = run({"node", test::source_dir() + "/tests/js/check_svg.mjs", path, expect}, 180);
     EXPECT_EQ(r.status, 0) << r.out << r.err;
     EXPECT_NE(r.out.find("ok " + path), std::string::npos) << r.out << r.err;
@@ -397,6 +399,7 @@ TEST(SvgExport, ChromiumCheckerRejectsWhatIsNotThere) {
     PBP_REQUIRE(chromium_checker_available(why), why);
     const std::string path = write_file("weighted.svg", svg_of(WeightedProfile().profile));
     const std::string expect = write_file("absent.expect.json", R"({"function": "not_there", "search": "not_there"})");
+    PBP_SKIP_BROWSER_CHECK();
     auto r = run({"node", test::source_dir() + "/tests/js/check_svg.mjs", path, expect}, 180);
     EXPECT_EQ(r.status, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("FAIL " + path), std::string::npos) << r.out << r.err;

@@ -439,6 +439,7 @@ TEST(TaskReport, LanesAndPrefixScopingWorkInHeadlessChromium) {
                                                  {"prefixes", {"hot", "groupby-agg"}},
                                                  {"scope_prefix", "hot"}}
                                                 .dump();
+    PBP_SKIP_BROWSER_CHECK();
     auto res = test::run({"node", js + "/check_report.mjs", file, dir + "/expect.json"}, 600);
     EXPECT_EQ(res.status, 0) << res.out << res.err;
     EXPECT_NE(res.out.find("ok " + file), std::string::npos) << res.out << res.err;
