@@ -63,18 +63,6 @@ static __always_inline __u8 gil_state_on_cpu(const struct pbp_proc *proc, __u64 
  * Sub-interpreters with their own GIL (3.12+) are not seen: the main interpreter's GIL is the
  * one compared with. The futex syscall number is checked first, so a thread asleep in
  * anything else costs one kernel read. */
-/* Is the futex address uaddr (the first argument of a futex system call) the GIL's? */
-static __always_inline int gil_futex(const struct pbp_proc *proc, __u64 uaddr)
-{
-	if (proc->off.gil_where == PBP_GIL_WHERE_STATICS)
-		return uaddr - proc->gil_addr < proc->gil_wait_size;
-	__u64 interp = 0;
-	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP)
-		interp = rd_u64(proc->interp_head_addr);
-	__u64 gil = gil_address(proc, interp);
-	return gil && uaddr - gil < proc->off.gil_size;
-}
-
 static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, struct task_struct *prev)
 {
 	if (proc->off.gil_where == PBP_GIL_WHERE_NONE)
@@ -113,7 +101,13 @@ static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, st
 			return 0;
 		uaddr = BPF_CORE_READ(regs, di);
 	}
-	return gil_futex(proc, uaddr);
+	if (proc->off.gil_where == PBP_GIL_WHERE_STATICS)
+		return uaddr - proc->gil_addr < proc->gil_wait_size;
+	__u64 interp = 0;
+	if (proc->off.gil_where == PBP_GIL_WHERE_INTERP)
+		interp = rd_u64(proc->interp_head_addr);
+	__u64 gil = gil_address(proc, interp);
+	return gil && uaddr - gil < proc->off.gil_size;
 }
 
 #endif /* __PYBPFPROF_GIL_BPF_H__ */

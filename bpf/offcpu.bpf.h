@@ -20,15 +20,9 @@
  *   instruction word), and compare them with those two of the thread's last walks started from
  *   (seen[]: a thread that alternates between two places, such as a write that wakes a peer
  *   and a read, reuses both): equal, that walk's stack id is reused and nothing is walked.
- *   Each probe read of user memory costs 90-250 ns here, most of the check, so the leaf and its
+ *   Each probe read of user memory costs 150-250 ns here, most of the check, so the leaf and its
  *   caller come from one read where they can (offcpu_frame_ids), and 3.11/3.12's cframe check
- *   (one more read) is made only before a walk. On 3.11/3.12 the current frame is found through
- *   tstate->cframe, a struct in the eval loop's C frame: a switch-out that entered the kernel
- *   with the same user stack and instruction pointers as the last one whose thread state was
- *   read (the same C call chain down to the same system call), within NEG_TTL_NS of that read,
- *   reads the current frame at the cframe address kept then, without the thread state's read.
- *   Only a match with a seen[] place is taken from it; anything else (a stale address gives a
- *   frame that matches none) is looked at in full. Limit: frames below the caller are not
+ *   (one more read) is made only before a walk. Limit: frames below the caller are not
  *   compared, so a thread that blocks at the same instruction of the same two innermost frames
  *   (same frame addresses too) under different outer frames gets the stack of the first of
  *   them. With 3.11+'s frames in a per-thread stack, the same addresses under different callers
@@ -199,44 +193,6 @@ static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, st
 	return 0;
 }
 
-/* The identity check against both seen[] places: a match reuses that walk's stack. */
-static __always_inline int offcpu_reuse(struct pbp_offcpu *e, __u64 ts, __u64 frame, __u64 leaf_prev,
-					__u64 leaf_code, __u64 leaf_instr, __u64 caller_instr)
-{
-	for (int k = 0; k < 2; k++) {
-		struct pbp_offcpu_seen *seen = &e->seen[k];
-		if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == leaf_code &&
-		    seen->leaf_instr == leaf_instr && seen->caller == leaf_prev &&
-		    seen->caller_instr == caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
-			e->stack_id = seen->stack_id;
-			e->depth = seen->depth;
-			e->stack_flags = seen->stack_flags;
-			e->reason = seen->reason;
-			stat_add(PBP_STAT_OFFCPU_REUSED, 1);
-			return 1;
-		}
-	}
-	return 0;
-}
-
-/* 3.11/3.12: the switch-out entered the kernel from the same place (user sp and ip) as the last
- * one whose thread state was read, within NEG_TTL_NS of it: the current frame read at the cframe
- * address kept then matches a seen[] place (see the top of this file). */
-static __always_inline int offcpu_same_place(const struct pbp_py_offsets *off, struct scratch *s, struct pbp_offcpu *e,
-					     __u64 sp, __u64 ip, __u64 now)
-{
-	if (off->frame_kind != PBP_FRAME_INTERP_CFRAME || !e->cf_addr || !sp || sp != e->cf_sp || ip != e->cf_ip ||
-	    now - e->cf_ns >= NEG_TTL_NS)
-		return 0;
-	if (bpf_probe_read_user(s->code_window, PBP_CFRAME_WINDOW, (const void *)e->cf_addr))
-		return 0;
-	__u64 frame = win_u64(s->code_window, off->cframe_current_frame);
-	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_instr = 0;
-	if (!frame || offcpu_frame_ids(off, s, frame, &leaf_prev, &leaf_code, &leaf_instr, &caller_instr))
-		return 0;
-	return offcpu_reuse(e, e->cf_tstate, frame, leaf_prev, leaf_code, leaf_instr, caller_instr);
-}
-
 /* prev side: the current task (pid_tgid), a tracked thread, is switched out now. Walks its stack
  * unless the identity check or the walk budget says not to; must come last in its program (the
  * walk without bpf_loop goes on through tail calls). */
@@ -260,27 +216,11 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		bpf_map_delete_elem(&offcpu, &tid);
 		return 0;
 	}
-	/* The registers the thread entered the kernel with: with bpf_loop (tp_btf, 5.17+) and
-	 * bpf_task_pt_regs, plain loads from one helper call, for the GIL's futex and the same-place
-	 * check; without, the GIL's check reads them itself and there is no same-place check. */
-	__u64 user_sp = 0, user_ip = 0, nr = 0, di = 0;
-	int have_regs = 0;
-	if (use_loop && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-		if (regs) {
-			user_sp = regs->sp;
-			user_ip = regs->ip;
-			nr = regs->orig_ax;
-			di = regs->di;
-			have_regs = 1;
-		}
-	}
 	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. */
 	__u8 wait;
 	if (preempt || state == 0)
 		wait = PBP_WAIT_RUNNABLE;
-	else if (have_regs ? proc->off.gil_where != PBP_GIL_WHERE_NONE && nr == PBP_NR_FUTEX && gil_futex(proc, di)
-			   : gil_waiting_at_switch(proc, prev))
+	else if (gil_waiting_at_switch(proc, prev))
 		wait = PBP_WAIT_GIL;
 	else if (state & PBP_TASK_UNINTERRUPTIBLE)
 		wait = PBP_WAIT_IO;
@@ -312,37 +252,11 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 
 	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
 	__u32 reason = PBP_OK;
-	__u64 frame = 0, interp = 0, ts = 0;
-	__u64 cframe = 0, pcf = 0;
-	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_instr = 0;
-	int reused = offcpu_same_place(&proc->off, s, e, user_sp, user_ip, now);
-	if (reused) {
-		stat_add(PBP_STAT_OFFCPU_SAME_PLACE, 1);
-		ts = e->cf_tstate;
-		interp = e->cf_interp;
-	} else {
-		int have_frame = 0;
-		e->cf_addr = 0;
-		ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
-		if (!ts)
-			return walk_done(si, 0, 0, 0, reason, 0);
-		if (have_regs && have_frame && frame && proc->off.frame_kind == PBP_FRAME_INTERP_CFRAME) {
-			/* tstate->cframe, read from a thread state found good now */
-			e->cf_tstate = ts;
-			e->cf_interp = interp;
-			e->cf_addr = frame;
-			e->cf_sp = user_sp;
-			e->cf_ip = user_ip;
-			e->cf_ns = now;
-		}
-		reason = first_frame(&proc->off, s, ts, have_frame, &frame, &cframe, &pcf);
-		if (reason)
-			return walk_done(si, 0, 0, 0, reason, 0);
-		/* The identity check (see the top of this file). */
-		reused = frame &&
-			 offcpu_frame_ids(&proc->off, s, frame, &leaf_prev, &leaf_code, &leaf_instr, &caller_instr) == 0 &&
-			 offcpu_reuse(e, ts, frame, leaf_prev, leaf_code, leaf_instr, caller_instr);
-	}
+	__u64 frame = 0, interp = 0;
+	int have_frame = 0;
+	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
+	if (!ts)
+		return walk_done(si, 0, 0, 0, reason, 0);
 	e->async_task = async_task_of(&proc->off, ts);
 	si->async_task = e->async_task;
 	/* Preempted while holding the GIL: every other thread of the interpreter waits for this one
@@ -352,8 +266,27 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		e->gil = PBP_GIL_HELD;
 		si->gil = PBP_GIL_HELD;
 	}
-	if (reused)
-		return 0;
+	__u64 cframe = 0, pcf = 0;
+	reason = first_frame(&proc->off, s, ts, have_frame, &frame, &cframe, &pcf);
+	if (reason)
+		return walk_done(si, 0, 0, 0, reason, 0);
+	/* The identity check (see the top of this file). */
+	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_instr = 0;
+	if (frame && offcpu_frame_ids(&proc->off, s, frame, &leaf_prev, &leaf_code, &leaf_instr, &caller_instr) == 0) {
+		for (int k = 0; k < 2; k++) {
+			struct pbp_offcpu_seen *seen = &e->seen[k];
+			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == leaf_code &&
+			    seen->leaf_instr == leaf_instr && seen->caller == leaf_prev &&
+			    seen->caller_instr == caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
+				e->stack_id = seen->stack_id;
+				e->depth = seen->depth;
+				e->stack_flags = seen->stack_flags;
+				e->reason = seen->reason;
+				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
+				return 0;
+			}
+		}
+	}
 	/* The walk budget, a token bucket kept as one time (walk_ns: when the thread's budget
 	 * is used up to): each walk moves it offcpu_walk_budget_ns on, never from further back
 	 * than now - OFFCPU_WALK_BURST budgets, and a walk is allowed while it is not that far

@@ -364,11 +364,6 @@ struct pbp_offcpu {
 	__u8 walk_slot;                /* the seen[] slot the walk under way fills (2: none) */
 	__u8 next_slot;                /* the seen[] slot the next walk replaces */
 	__u64 async_task;              /* the running asyncio task at the switch-out (see pbp_event) */
-	/* 3.11/3.12: where the last full look at a switch-out found the current frame, so that the
-	 * next switch-out from the same place reads it without the thread state (see
-	 * bpf/offcpu.bpf.h): the thread state and its interpreter, tstate->cframe (0: none kept),
-	 * the user stack and instruction pointers the thread entered the kernel with, and when. */
-	__u64 cf_tstate, cf_interp, cf_addr, cf_sp, cf_ip, cf_ns;
 };
 
 /* pbp_event.runtime: the interpreter's phase when an on-CPU sample was taken, from
@@ -527,7 +522,6 @@ struct pbp_code_event {
 	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
-	X(OFFCPU_SAME_PLACE, "offcpu_same_place") /* wall, 3.11/3.12: reused without reading the thread state (same place) */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \
