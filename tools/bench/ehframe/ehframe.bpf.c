@@ -10,6 +10,8 @@
 
 #include "pybpfprof/abi.h"
 #include "ehframe.h"
+/* pybpfprof's own capture, for the copy mode and --verify */
+#include "native_stack.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -243,28 +245,6 @@ static long step(__u32 i, void *arg)
 	return 0;
 }
 
-/* pybpfprof's capture (bpf/native.bpf.h native_copy_stack), for the copy mode and --verify */
-static __always_inline __u32 copy_stack(struct pbp_native_event *n, __u64 sp)
-{
-	if (!bpf_probe_read_user(n->ustack, PBP_NATIVE_USTACK, (const void *)sp))
-		return PBP_NATIVE_USTACK;
-	__u32 got = 0;
-	__u32 first = PBP_NATIVE_PAGE - (__u32)(sp & (PBP_NATIVE_PAGE - 1));
-	if (bpf_probe_read_user(n->ustack, first, (const void *)sp))
-		return 0;
-	got = first;
-#pragma unroll
-	for (int i = 0; i < PBP_NATIVE_USTACK / PBP_NATIVE_PAGE - 1; i++) {
-		if (got > PBP_NATIVE_USTACK - PBP_NATIVE_PAGE)
-			break;
-		if (bpf_probe_read_user(n->ustack + (got & (PBP_NATIVE_USTACK - 1)), PBP_NATIVE_PAGE,
-					(const void *)(sp + got)))
-			break;
-		got += PBP_NATIVE_PAGE;
-	}
-	return got;
-}
-
 static __always_inline void send_copy(struct bpf_perf_event_data *ctx, struct pbp_native_event *n,
 				      struct ehf_event *ev, __u32 kernel)
 {
@@ -283,7 +263,7 @@ static __always_inline void send_copy(struct bpf_perf_event_data *ctx, struct pb
 		if (kb > 0)
 			n->kdepth = (__u16)(kb / 8);
 	}
-	n->ustack_len = ev->sp ? copy_stack(n, ev->sp) : 0;
+	n->ustack_len = ev->sp ? native_copy_stack(n, ev->sp) : 0;
 	if (n->ustack_len < PBP_NATIVE_USTACK)
 		n->flags |= PBP_NATIVE_F_SHORT;
 	__u32 len = PBP_NATIVE_HEADER_BYTES + (n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));

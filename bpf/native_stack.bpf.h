@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* --native's copy of the user stack, on its own: it needs only the ABI and the probe-read helper,
+ * so tools/bench/ehframe/ (the stack copy measured against .eh_frame tables walked in BPF)
+ * measures this very function, not a copy of it. */
+#ifndef __PYBPFPROF_NATIVE_STACK_BPF_H__
+#define __PYBPFPROF_NATIVE_STACK_BPF_H__
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#include "pybpfprof/abi.h"
+
+/* The user stack from sp, as much of PBP_NATIVE_USTACK as is mapped: one read when all of it
+ * is (the common case), else page by page until a page fails (the top of a thread's stack, with
+ * a guard page or nothing above). Returns the bytes copied. */
+static __always_inline __u32 native_copy_stack(struct pbp_native_event *n, __u64 sp)
+{
+	if (!bpf_probe_read_user(n->ustack, PBP_NATIVE_USTACK, (const void *)sp))
+		return PBP_NATIVE_USTACK;
+	__u32 got = 0;
+	__u32 first = PBP_NATIVE_PAGE - (__u32)(sp & (PBP_NATIVE_PAGE - 1));
+	if (bpf_probe_read_user(n->ustack, first, (const void *)sp))
+		return 0;
+	got = first;
+#pragma unroll
+	for (int i = 0; i < PBP_NATIVE_USTACK / PBP_NATIVE_PAGE - 1; i++) {
+		if (got > PBP_NATIVE_USTACK - PBP_NATIVE_PAGE)
+			break;
+		if (bpf_probe_read_user(n->ustack + (got & (PBP_NATIVE_USTACK - 1)),
+					PBP_NATIVE_PAGE, (const void *)(sp + got)))
+			break;
+		got += PBP_NATIVE_PAGE;
+	}
+	return got;
+}
+
+#endif /* __PYBPFPROF_NATIVE_STACK_BPF_H__ */
