@@ -788,6 +788,7 @@ int run_agent(const AgentConfig& given, const std::atomic<int>& stop, std::strin
     Status st;
     auto engine = Engine::start(ec, st);
     if (!engine) {
+        for (const std::string& line : st.debug) log("debug: " + line);
         error = st.message;
         return 1;
     }

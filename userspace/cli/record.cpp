@@ -59,7 +59,10 @@ int run_record(const Options& o) {
 
     Status st;
     auto engine = Engine::start(ec, st);
-    if (!engine) return err(st.message), exit_code(st);
+    if (!engine) {
+        for (const std::string& line : st.debug) err("debug: " + line);
+        return err(st.message), exit_code(st);
+    }
     install_signals();
     StatusLine status(o, isatty(2) && !o.quiet);
     Printer printer(o, status.in_place());

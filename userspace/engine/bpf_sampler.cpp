@@ -60,9 +60,15 @@ std::function<void(const std::string&)> g_libbpf_sink;
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
     if (!g_libbpf_sink || level == LIBBPF_INFO) return 0;
     if ((level == LIBBPF_WARN && g_libbpf_debug >= 1) || (level == LIBBPF_DEBUG && g_libbpf_debug >= 2)) {
-        char buf[4096];
-        int n = vsnprintf(buf, sizeof buf, fmt, args);
-        std::string line(buf, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+        // Whole: libbpf hands the verifier's log over as one message (it ends with the reason).
+        va_list copy;
+        va_copy(copy, args);
+        const int n = vsnprintf(nullptr, 0, fmt, copy);
+        va_end(copy);
+        if (n <= 0) return 0;
+        std::string line(static_cast<size_t>(n) + 1, '\0');
+        vsnprintf(line.data(), line.size(), fmt, args);
+        line.resize(static_cast<size_t>(n));
         while (!line.empty() && line.back() == '\n') line.pop_back();
         g_libbpf_sink(line);
     }

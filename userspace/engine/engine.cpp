@@ -267,6 +267,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
         });
     if (!e->sampler_) {
         status = Status::cannot_profile(error);
+        status.debug = std::move(e->early_debug_);
         return nullptr;
     }
     // Before the first sample that needs it: its code object may be gone by then.
