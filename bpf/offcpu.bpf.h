@@ -29,6 +29,20 @@
  *   happen only when both paths have the same depth, and both innermost frames' instructions
  *   match; before 3.11 frame objects are reused from free lists, and the code object compared
  *   keeps a reused frame of another function from matching.
+ * - Place check. The identity check's first reads find the thread state and its current frame
+ *   (the thread-state cache's lookup and a read, and 3.11/3.12's cframe read). A switch-out from
+ *   the place in the C code one of seen[] was last checked at (the user ip and sp saved at the
+ *   system call's entry: the same C call chain down from the eval loop) skips them: it reads
+ *   that slot's leaf and caller where they were, and compares them as the identity check does.
+ *   Python frames live above the place (3.11+: a Python call does not recurse in C, so the same
+ *   place is the same eval loop call, whatever Python function runs in it), which is why the
+ *   leaf and caller are still read and compared. What it cannot see: a stack that changed to
+ *   one whose leaf and caller are where the old ones were, unchanged, yet are not current (a
+ *   popped frame's memory, with the same caller, at the same instruction), or a thread state
+ *   other than the slot's at the same place with the same frames. Every
+ *   OFFCPU_RECHECK-th switch-out from a place makes the whole check. A switch-out outside a
+ *   system call (preempted in user code, where the eval loop's registers are the same under
+ *   any Python function) has no place; nor has any on kernels without bpf_task_pt_regs (5.15+).
  * - Walk budget: at most one walk per thread per offcpu_walk_budget_ns (100 us) of wall time
  *   on average, in bursts of up to 8 (OFFCPU_WALK_BURST + 1: a thread that writes its output
  *   and then blocks for a long time somewhere else, within microseconds, has both walked). A
@@ -53,6 +67,8 @@
 
 /* Walks a thread may make in a burst beyond its budget (see the top of this file). */
 #define OFFCPU_WALK_BURST 7
+/* Every this many switch-outs from a place, one makes the whole identity check (a power of 2). */
+#define OFFCPU_RECHECK 64
 
 /* task_struct.state before 5.14 (renamed __state) */
 struct task_struct___pre514 {
@@ -106,6 +122,25 @@ static __always_inline void offcpu_new_thread(__u32 tgid, __u32 tid)
 	fresh.tgid = tgid;
 	if (bpf_map_update_elem(&offcpu, &tid, &fresh, BPF_ANY))
 		stat_add(PBP_STAT_OFFCPU_FULL, 1);
+}
+
+/* The place the current task blocks at: the user ip and sp saved at its system call's entry
+ * (blocked in it, or preempted on its way out). A system call's entry leaves its number in
+ * orig_ax and the return address in cx as well as in ip (what the kernel itself checks before
+ * it returns with sysret); an interrupt leaves a negative orig_ax, an exception the user's cx.
+ * 0 when it is not in a system call (its registers are those of the code it interrupted) or
+ * where the kernel has no bpf_task_pt_regs (5.15+). */
+static __always_inline void offcpu_place(__u64 *ip, __u64 *sp)
+{
+	*ip = 0;
+	*sp = 0;
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs || (long)regs->orig_ax < 0 || regs->cx != regs->ip)
+		return;
+	*ip = regs->ip;
+	*sp = regs->sp;
 }
 
 /* next side: e is the entry of tid, switched in now. */
@@ -251,6 +286,38 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	e->async_task = 0;
 
 	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
+
+	/* The place check (see the top of this file). */
+	__u64 uip, usp;
+	offcpu_place(&uip, &usp);
+	if (uip) {
+		for (int k = 0; k < 2; k++) {
+			struct pbp_offcpu_seen *seen = &e->seen[k];
+			if (seen->uip != uip || seen->usp != usp)
+				continue;
+			if (!seen->leaf || !(seen->stack_id || seen->reason != PBP_OK) ||
+			    ((seen->place_checks + 1) & (OFFCPU_RECHECK - 1)) == 0)
+				break; /* the whole check */
+			__u64 lp = 0, lc = 0, li = 0, ci = 0;
+			if (offcpu_frame_ids(&proc->off, s, seen->leaf, &lp, &lc, &li, &ci) || lc != seen->leaf_code ||
+			    li != seen->leaf_instr || lp != seen->caller || ci != seen->caller_instr)
+				break;
+			seen->place_checks++;
+			e->async_task = async_task_of(&proc->off, seen->tstate);
+			/* as below: preempted holding the GIL */
+			if (wait == PBP_WAIT_RUNNABLE &&
+			    gil_state_on_cpu(proc, seen->interp, seen->tstate) == PBP_GIL_HELD)
+				e->gil = PBP_GIL_HELD;
+			e->stack_id = seen->stack_id;
+			e->depth = seen->depth;
+			e->stack_flags = seen->stack_flags;
+			e->reason = seen->reason;
+			stat_add(PBP_STAT_OFFCPU_REUSED, 1);
+			stat_add(PBP_STAT_OFFCPU_PLACE_REUSED, 1);
+			return 0;
+		}
+	}
+
 	__u32 reason = PBP_OK;
 	__u64 frame = 0, interp = 0;
 	int have_frame = 0;
@@ -282,6 +349,10 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 				e->depth = seen->depth;
 				e->stack_flags = seen->stack_flags;
 				e->reason = seen->reason;
+				seen->uip = uip; /* the place this stack was seen at last */
+				seen->usp = usp;
+				seen->interp = interp;
+				seen->place_checks = 0;
 				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
 				return 0;
 			}
@@ -310,6 +381,10 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	seen->caller_instr = caller_instr;
 	seen->stack_id = 0;
 	seen->reason = PBP_OK; /* not walked yet: no match until the walk fills it */
+	seen->uip = uip;
+	seen->usp = usp;
+	seen->interp = interp;
+	seen->place_checks = 0;
 	stat_add(PBP_STAT_OFFCPU_WALK, 1);
 	/* 3.11/3.12: the cframe check, left to here since most switch-outs walk nothing. */
 	if (cframe) {

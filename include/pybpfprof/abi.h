@@ -337,11 +337,18 @@ enum pbp_wait {
  * what is left at a session's end: the pending intervals and the sums not emitted yet. */
 /* A stack a thread blocked with lately, and what it was walked from: the thread state, the leaf
  * frame (address, code object, instruction word) and its caller (address, instruction word). A
- * switch-out that reads the same reuses the stack without a walk (see bpf/offcpu.bpf.h). */
+ * switch-out that reads the same reuses the stack without a walk (see bpf/offcpu.bpf.h). Also
+ * the place in the thread's C code it blocked at (the user ip and sp saved at its system call's
+ * entry) and the interpreter of the thread state: a switch-out from the same place checks the
+ * leaf and caller where they were, without looking for the thread state and its current frame
+ * first (the place check). */
 struct pbp_offcpu_seen {
 	__u64 tstate, leaf, leaf_code, leaf_instr, caller, caller_instr;
 	__u64 stack_id;
-	__u16 depth, reason, stack_flags, _pad;
+	__u64 uip, usp;                /* user ip and sp at the system call (0: not in one) */
+	__u64 interp;                  /* the interpreter of tstate */
+	__u16 depth, reason, stack_flags;
+	__u16 place_checks;            /* place checks since the last whole check from this place */
 };
 
 struct pbp_offcpu {
@@ -522,6 +529,7 @@ struct pbp_code_event {
 	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
+	X(OFFCPU_PLACE_REUSED, "offcpu_place_reused") /* wall: of the reused, those found by the place check */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \

@@ -225,13 +225,16 @@ TEST_P(Native, KernelFramesUnderThePythonLine) {
     EXPECT_GE(read_path * 10, kernel * 9) << read_path << " of " << kernel << "\n" << text.substr(0, 3000);
 }
 
+// Two interpreters: what is tested is the two program sets loaded together, not a frame layout.
+class NativeWall : public Native {};
+
 // --mode wall with --native: both scheduler and sampling programs load together (the agent
 // always loads both; a sched_switch program that grew past the verifier's limit with the
 // native capture in the object was once caught only by the agent's test). A loop that reads
 // /dev/zero for 50 ms, then sleeps 50 ms in select: its on-CPU time has kernel frames of the
 // read path under reader(), its off-CPU time sits under waiter() with a [sleeping] leaf, and
 // the two halves are both there in nanoseconds.
-TEST_P(Native, WallModeKeepsNativeFramesOnCpuAndWaitLeavesOffCpu) {
+TEST_P(NativeWall, WallModeKeepsNativeFramesOnCpuAndWaitLeavesOffCpu) {
     const Interpreter& in = GetParam();
     const std::string out = dir + "/out.folded";
     auto r = run_native(in,
@@ -275,9 +278,10 @@ TEST_P(Native, WallModeKeepsNativeFramesOnCpuAndWaitLeavesOffCpu) {
     // On CPU: native capture ran (most of reader's time is the kernel copying zeros).
     ASSERT_GT(reader_cpu, 100'000'000u) << text.substr(0, 3000);
     EXPECT_GE(reader_kernel * 2, reader_cpu) << reader_kernel << " of " << reader_cpu << "\n" << text.substr(0, 3000);
-    // Off CPU: the select's 50 ms waits, each above the 1 ms --min-block.
-    EXPECT_GE(waiter_sleeping * 10, waiter * 9) << waiter_sleeping << " of " << waiter << "\n" << text.substr(0, 3000);
-    EXPECT_GE(waiter * 100, total * 30) << waiter << " of " << total;
+    // Off CPU: the select's 50 ms waits, each above the 1 ms --min-block, about half the run
+    // (after each, a loaded machine adds runnable time under waiter() too).
+    EXPECT_GE(waiter_sleeping * 100, total * 30) << waiter_sleeping << " of " << total << " (waiter: " << waiter
+                                                 << ")\n" << text.substr(0, 3000);
     EXPECT_GE(reader * 100, total * 30) << reader << " of " << total;
 }
 
@@ -689,5 +693,12 @@ std::vector<Interpreter> interpreters_from(int min) {
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(, Native, ::testing::ValuesIn(interpreters_from(6)), interpreter_test_name);
+INSTANTIATE_TEST_SUITE_P(, NativeWall, ::testing::ValuesIn([] {
+                             std::vector<Interpreter> v;
+                             for (auto& in : interpreters_from(6))
+                                 if (in.name == "host-3.11" || in.name == "sid-3.14") v.push_back(in);
+                             return v;
+                         }()),
+                         interpreter_test_name);
 INSTANTIATE_TEST_SUITE_P(, NativeTasks, ::testing::ValuesIn(interpreters_from(14)), interpreter_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(NativeTasks);

@@ -24,6 +24,7 @@
 //   task's state at the switch, whatever the interpreter; the static 3.11 and a shared 3.13.
 //   (The FUSE mount is outside the chroots, so no chroot interpreter here.)
 // - Free-threaded: the builds present (3.13t, 3.14t).
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -415,6 +416,63 @@ TEST_P(WallIdle, AlreadyIdleProcessThatWakesToExit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, WallIdle,
+                         ::testing::ValuesIn(pick({"pyenv-3.6", "host-3.11", "pyenv-3.12", "sid-3.14"})),
+                         interpreter_test_name);
+
+// ---- the place check -------------------------------------------------------------------------
+
+// Two functions blocked at one place of the C code (wall_same_place.py: os.read on the same pipe
+// from the same Python depth, 100 quick reads then one 40 ms read a round): each keeps its own
+// off-CPU time. The place check (bpf/offcpu.bpf.h) takes a place's last stack only after reading
+// its leaf and caller where they were; were that read skipped, every slow() wait would go under
+// quick(), the stack the place had just before. The debug line shows the check at work (most
+// switch-outs of the quick reads reuse a stack through it). One interpreter per way of finding
+// frames, as the idle tests.
+class WallSamePlace : public Wall {};
+
+TEST_P(WallSamePlace, EachFunctionKeepsItsOwnWaitsAtOnePlace) {
+    const int slow_line = marker_line("wall_same_place.py", "# SLOW READ");
+    const int quick_line = marker_line("wall_same_place.py", "# QUICK READ");
+    std::string out = dir + "/same_place.pbp";
+    std::vector<std::string> cmd{"env", "PYBPFPROF_DEBUG=1", pybpfprof_bin(), "-o", out, "--mode", "wall", "-r", "99", "--"};
+    for (auto& a : py("wall_same_place.py", {"3"})) cmd.push_back(a);
+    Recorded wall;
+    wall.r = run_cmd(cmd);
+    ASSERT_EQ(wall.r.status, 0) << wall.r.err;
+    std::string error;
+    ASSERT_TRUE(read_raw(read_file(out), wall.p, error)) << error;
+    double slow_ms = 0, quick_ms = 0;
+    int rounds = 0;
+    ASSERT_EQ(sscanf(wall.r.out.c_str(), "measured slow_ms=%lf quick_ms=%lf rounds=%d", &slow_ms, &quick_ms, &rounds), 3)
+        << wall.r.out;
+    ASSERT_GE(rounds, 20) << wall.r.out;
+    ASSERT_EQ(wall.p.processes.size(), 1u) << wall.r.err;
+    const ProcessProfile& pr = wall.p.processes.begin()->second;
+    const ThreadProfile* t = thread(wall.p, pr.pid, pr.pid);
+    ASSERT_NE(t, nullptr) << "no samples of the main thread";
+    const uint64_t slow = weight(*t, [&](const Sample& s) {
+        return s.kind == SampleKind::OffCpu && has(wall.p, s, "slow", slow_line);
+    });
+    // The quick reads wait tens of microseconds: summed (aggregate records). A 30 ms interval
+    // there would be one of slow()'s.
+    size_t quick_long = 0;
+    for (auto& s : t->samples)
+        quick_long += s.kind == SampleKind::OffCpu && !s.aggregate && s.weight_ns >= 30'000'000 &&
+                      has(wall.p, s, "quick", quick_line);
+    EXPECT_NEAR(double(slow), slow_ms * 1e6, 0.1 * slow_ms * 1e6) << wall.r.out << describe(wall.p, *t);
+    EXPECT_LE(quick_long, 2u) << "slow()'s waits under quick(), of " << rounds << " rounds\n" << describe(wall.p, *t);
+    // The check was made: "... reused (identity; N of them by the place check) ..." (not on
+    // kernels without bpf_task_pt_regs, 5.15+, where there is no place).
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(wall.r.err, m, std::regex(R"(switch-outs (\d+) walked, (\d+) reused \(identity; (\d+) of them by the place check\))")))
+        << wall.r.err;
+    const double reused = std::stod(m[2]), by_place = std::stod(m[3]);
+    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, nullptr) == 1) {
+        EXPECT_GE(by_place, 0.5 * reused) << m[0];
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, WallSamePlace,
                          ::testing::ValuesIn(pick({"pyenv-3.6", "host-3.11", "pyenv-3.12", "sid-3.14"})),
                          interpreter_test_name);
 

@@ -1005,7 +1005,8 @@ Profile Engine::stop(Session* s) {
                       "off-CPU program: sched_switch " + std::to_string(p.run_cnt) + " runs, " +
                           std::to_string(p.run_cnt ? p.run_time_ns / p.run_cnt : 0) + " ns each; switch-outs " +
                           std::to_string(st[PBP_STAT_OFFCPU_WALK]) + " walked, " +
-                          std::to_string(st[PBP_STAT_OFFCPU_REUSED]) + " reused (identity), " +
+                          std::to_string(st[PBP_STAT_OFFCPU_REUSED]) + " reused (identity; " +
+                          std::to_string(st[PBP_STAT_OFFCPU_PLACE_REUSED]) + " of them by the place check), " +
                           std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
                           std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
         }
