@@ -25,6 +25,10 @@ trap 'umount "$site" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 chmod 0755 "$tmp"
 mkdir -p "$tmp/site" "$site"
 cp -a "$site/." "$tmp/site/"
+# An installed pybpfprof's own .pth (the README's first command installs one) is left out of
+# the copy: the checks below are of what this install adds and removes (the machine's own
+# file is untouched, outside this namespace).
+rm -f "$tmp/site/pybpfprof.pth"
 mount --bind "$tmp/site" "$site"
 before=$(ls -A "$site")
 prefix=$tmp/prefix
