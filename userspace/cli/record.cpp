@@ -69,7 +69,10 @@ int run_record(const Options& o) {
     CommandStdoutToStderr redirect(out_path == "-" && !o.command.empty());
     Session* s = engine->subscribe(sc, printer, st);
     redirect.undo();
-    if (!s) return err(st.message), exit_code(st);
+    if (!s) {
+        for (const std::string& line : st.debug) err("debug: " + line);
+        return err(st.message), exit_code(st);
+    }
     const uint64_t start = mono_ns();
     while (!s->done() && !g_stop_signal) {
         int n = engine->poll(100);

@@ -350,6 +350,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
                                         sampler_->wall_error() +
                                         "; use a kernel with BTF and the sched_switch tracepoint "
                                         "(Debian's 5.10+ kernels have them), or --mode cpu");
+        status.debug = early_debug_;  // the verifier's log of the refused programs (PYBPFPROF_DEBUG=2)
         return nullptr;
     }
     if (cfg.native && !native_) {
