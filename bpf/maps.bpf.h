@@ -230,6 +230,12 @@ struct scratch {
 	struct sample_info cur;       /* the sample being made */
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;
+	/* --mode wall's switch-out (offcpu.bpf.h): its place and the identity check's fields, here
+	 * rather than on the stack (5.10-6.1 count the program's stack and its callbacks' against 512
+	 * bytes together). */
+	struct {
+		__u64 uip, usp, leaf_prev, leaf_code, leaf_instr, caller_instr;
+	} ids;
 };
 
 struct {

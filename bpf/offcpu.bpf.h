@@ -287,20 +287,21 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 
 	e->walk_slot = 2; /* a failure before the walk fills no seen[] slot */
 
-	/* The place check (see the top of this file). */
-	__u64 uip, usp;
-	offcpu_place(&uip, &usp);
-	if (uip) {
+	/* The place check (see the top of this file). Its fields and the identity check's are in
+	 * the scratch map, not on the stack (see struct scratch). */
+	offcpu_place(&s->ids.uip, &s->ids.usp);
+	if (s->ids.uip) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
-			if (seen->uip != uip || seen->usp != usp)
+			if (seen->uip != s->ids.uip || seen->usp != s->ids.usp)
 				continue;
 			if (!seen->leaf || !(seen->stack_id || seen->reason != PBP_OK) ||
 			    ((seen->place_checks + 1) & (OFFCPU_RECHECK - 1)) == 0)
 				break; /* the whole check */
-			__u64 lp = 0, lc = 0, li = 0, ci = 0;
-			if (offcpu_frame_ids(&proc->off, s, seen->leaf, &lp, &lc, &li, &ci) || lc != seen->leaf_code ||
-			    li != seen->leaf_instr || lp != seen->caller || ci != seen->caller_instr)
+			if (offcpu_frame_ids(&proc->off, s, seen->leaf, &s->ids.leaf_prev, &s->ids.leaf_code,
+					     &s->ids.leaf_instr, &s->ids.caller_instr) ||
+			    s->ids.leaf_code != seen->leaf_code || s->ids.leaf_instr != seen->leaf_instr ||
+			    s->ids.leaf_prev != seen->caller || s->ids.caller_instr != seen->caller_instr)
 				break;
 			seen->place_checks++;
 			e->async_task = async_task_of(&proc->off, seen->tstate);
@@ -338,19 +339,21 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	if (reason)
 		return walk_done(si, 0, 0, 0, reason, 0);
 	/* The identity check (see the top of this file). */
-	__u64 leaf_prev = 0, leaf_code = 0, leaf_instr = 0, caller_instr = 0;
-	if (frame && offcpu_frame_ids(&proc->off, s, frame, &leaf_prev, &leaf_code, &leaf_instr, &caller_instr) == 0) {
+	__u64 *leaf_prev = &s->ids.leaf_prev, *leaf_code = &s->ids.leaf_code, *leaf_instr = &s->ids.leaf_instr,
+	      *caller_instr = &s->ids.caller_instr;
+	*leaf_prev = *leaf_code = *leaf_instr = *caller_instr = 0;
+	if (frame && offcpu_frame_ids(&proc->off, s, frame, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
-			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == leaf_code &&
-			    seen->leaf_instr == leaf_instr && seen->caller == leaf_prev &&
-			    seen->caller_instr == caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
+			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == *leaf_code &&
+			    seen->leaf_instr == *leaf_instr && seen->caller == *leaf_prev &&
+			    seen->caller_instr == *caller_instr && (seen->stack_id || seen->reason != PBP_OK)) {
 				e->stack_id = seen->stack_id;
 				e->depth = seen->depth;
 				e->stack_flags = seen->stack_flags;
 				e->reason = seen->reason;
-				seen->uip = uip; /* the place this stack was seen at last */
-				seen->usp = usp;
+				seen->uip = s->ids.uip; /* the place this stack was seen at last */
+				seen->usp = s->ids.usp;
 				seen->interp = interp;
 				seen->place_checks = 0;
 				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
@@ -375,14 +378,14 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	struct pbp_offcpu_seen *seen = &e->seen[slot];
 	seen->tstate = ts;
 	seen->leaf = frame;
-	seen->leaf_code = leaf_code;
-	seen->leaf_instr = leaf_instr;
-	seen->caller = leaf_prev;
-	seen->caller_instr = caller_instr;
+	seen->leaf_code = *leaf_code;
+	seen->leaf_instr = *leaf_instr;
+	seen->caller = *leaf_prev;
+	seen->caller_instr = *caller_instr;
 	seen->stack_id = 0;
 	seen->reason = PBP_OK; /* not walked yet: no match until the walk fills it */
-	seen->uip = uip;
-	seen->usp = usp;
+	seen->uip = s->ids.uip;
+	seen->usp = s->ids.usp;
 	seen->interp = interp;
 	seen->place_checks = 0;
 	stat_add(PBP_STAT_OFFCPU_WALK, 1);
