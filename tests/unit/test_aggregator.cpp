@@ -1270,7 +1270,10 @@ TEST(ProcessRegistry, ThreadUnnamedAtItsSampleTakesItsPythonNameLaterUnsampled) 
         "for who in ('late', 'never'): _thread.start_new_thread(body, (who,))\n"
         "while len(tids) < 2: time.sleep(0.01)\n"
         "for who in ('late', 'never'): print('tid', who, tids[who], flush=True)\n"
-        "time.sleep(60)\n";
+        // A process's signal may be delivered to any of its threads; Python runs the handler
+        // in the main thread, at its next bytecode: a main thread in one long sleep ran it only
+        // after 60 s (CI, 2026-11-29: "named never" not within 30 s).
+        "for _ in range(600): time.sleep(0.1)\n";
     pbp::test::Reporter child({"/usr/bin/python3.11", "-c", script});
     auto lines = child.read_lines(2, 30);
     ASSERT_EQ(lines.size(), 2u) << child.err();
