@@ -508,6 +508,7 @@ void Server::start(Conn& c, const StartRequest& r) {
     Status st;
     Session* s = engine_->subscribe(sc, sink, st);
     if (!s) {
+        for (const std::string& line : st.debug) log("debug: " + line);  // the operator's, not the caller's
         log("refused " + who + " (pid " + std::to_string(caller.pid) + "): " + st.message);
         fail(c, failure_code(st.failure), st.message, false);
         return;

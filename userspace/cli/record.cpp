@@ -57,22 +57,22 @@ int run_record(const Options& o) {
     // Bad targets are reported before anything is loaded.
     if (Status st = Engine::validate(ec, sc); !st.ok()) return err(st.message), exit_code(st);
 
+    // A refusal: the engine's debug lines first (PYBPFPROF_DEBUG=2: the verifier's log), then why.
+    auto refused = [](const Status& st) {
+        for (const std::string& line : st.debug) err("debug: " + line);
+        err(st.message);
+        return exit_code(st);
+    };
     Status st;
     auto engine = Engine::start(ec, st);
-    if (!engine) {
-        for (const std::string& line : st.debug) err("debug: " + line);
-        return err(st.message), exit_code(st);
-    }
+    if (!engine) return refused(st);
     install_signals();
     StatusLine status(o, isatty(2) && !o.quiet);
     Printer printer(o, status.in_place());
     CommandStdoutToStderr redirect(out_path == "-" && !o.command.empty());
     Session* s = engine->subscribe(sc, printer, st);
     redirect.undo();
-    if (!s) {
-        for (const std::string& line : st.debug) err("debug: " + line);
-        return err(st.message), exit_code(st);
-    }
+    if (!s) return refused(st);
     const uint64_t start = mono_ns();
     while (!s->done() && !g_stop_signal) {
         int n = engine->poll(100);

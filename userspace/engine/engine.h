@@ -64,8 +64,9 @@ enum class Failure {
 struct Status {
     Failure failure = Failure::None;
     std::string message;  // one line: the cause and the fix
-    // Engine::start's failure with PYBPFPROF_DEBUG: the debug lines it made before it failed
-    // (PYBPFPROF_DEBUG=2: libbpf's and the verifier's log), for the front end to show.
+    // With PYBPFPROF_DEBUG, a failed Engine::start, or a subscribe refused because the kernel
+    // refused the scheduler programs: the engine's debug lines from its start (PYBPFPROF_DEBUG=2:
+    // libbpf's and the verifier's log), for the front end to show its operator.
     std::vector<std::string> debug;
     bool ok() const { return failure == Failure::None; }
     static Status bad_input(std::string m) { return {Failure::BadInput, std::move(m)}; }
