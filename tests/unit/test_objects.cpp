@@ -4,12 +4,15 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "cpython/layout.h"
 #include "cpython/objects.h"
+#include "cpython/thread_names.h"
+#include "targets/discovery.h"
 #include "sys/target_memory.h"
 #include "test_support.h"
 
@@ -321,7 +324,7 @@ def s(*cps):
 ints = [0, 1, 2**30 - 1, 2**30, 2**60 + 5, 2**64 - 1, 140234567891234]
 bad_ints = [-5, 2**64, 2**100]
 by_str = {"alpha": 1, "beta": 2, s(0x8A08, 0x7B97): 3}
-by_int = {10: "x", 2**40: "y", 3: "z"}
+by_int = {10: "x", 2**40: "y", 3: "z", 2**61 + 7: "w", 2**64 - 1: "v", 2**61 - 1: "u"}
 holes = {"k%d" % i: i for i in range(40)}
 for i in range(0, 40, 3):
     del holes["k%d" % i]
@@ -397,9 +400,20 @@ TEST_P(ObjectsLive, ReadsIntsDictsAndInstanceAttributes) {
     EXPECT_EQ(dict_lookup_str(mem, lay, items, "gamma"), 0u);
 
     ASSERT_TRUE(read_dict_items(mem, lay, dicts[1], items));
-    ASSERT_EQ(items.size(), 3u);
+    ASSERT_EQ(items.size(), 6u);
     EXPECT_EQ(read_uint(mem, lay, items[1].key), 1ULL << 40);
     EXPECT_EQ(read_unicode(mem, lay, items[1].value), "y");
+    // An int-keyed dict keeps each key's hash: thread naming skips keys by it (int_hash must be
+    // CPython's, past 2**61 - 1 too, or a wanted thread would be skipped and stay unnamed).
+    for (const auto& it : items) {
+        auto k = read_uint(mem, lay, it.key);
+        ASSERT_TRUE(k.has_value());
+        ASSERT_TRUE(it.has_hash) << *k;
+        EXPECT_EQ(it.hash, int_hash(*k)) << *k;
+    }
+    EXPECT_EQ(int_hash((1ULL << 61) + 7), 8u);
+    EXPECT_EQ(int_hash(~0ULL), 7u);
+    EXPECT_EQ(int_hash((1ULL << 61) - 1), 0u);
 
     ASSERT_TRUE(read_dict_items(mem, lay, dicts[2], items));  // deleted entries are skipped
     ASSERT_EQ(items.size(), 26u);
@@ -419,6 +433,70 @@ TEST_P(ObjectsLive, ReadsIntsDictsAndInstanceAttributes) {
     EXPECT_EQ(read_instance_attr(mem, lay, objs[4], "_name"), 0u) << "a deleted attribute";
     EXPECT_EQ(read_instance_attr(mem, lay, objs[5], "_name"), 0u) << "slots are not instance attributes";
     EXPECT_EQ(read_uint(mem, lay, read_instance_attr(mem, lay, objs[0], "_ident")), 7u);
+}
+
+// ---- thread names: a few wanted among many ---------------------------------------------------
+
+class CountingMemory final : public pbp::MemoryReader {
+public:
+    explicit CountingMemory(pid_t pid) : mem_(pid) {}
+    bool read(uint64_t addr, void* buf, size_t n) override {
+        reads++;
+        return mem_.read(addr, buf, n);
+    }
+    size_t reads = 0;
+
+private:
+    pbp::ProcessMemory mem_;
+};
+
+const char* const kPoolScript = R"PY(
+import sys, threading
+threading.stack_size(256 * 1024)
+go = threading.Event()
+ts = [threading.Thread(target=go.wait, name="w-%d" % i) for i in range(300)]
+for t in ts:
+    t.start()
+print(sys.hexversion)
+print(" ".join("%d" % ts[i].ident for i in (0, 150, 299)))
+sys.stdout.flush()
+go.wait(600)
+)PY";
+
+// The naming tick names the few threads it wants: the keys of threading._active that cannot be
+// theirs (by their stored hash) are not read, so a turn costs a few reads however many threads
+// the process has (each key was 2 reads: 600 for this pool). (3.13t takes 10-20 s to start
+// a few hundred threads on 2 busy CPUs.)
+TEST_P(ObjectsLive, NamingAFewThreadsOfManyReadsOnlyTheirKeys) {
+    const Interpreter& in = GetParam();
+    pbp::test::Reporter p(pbp::test::with_args(in.argv, {"-c", kPoolScript}));
+    auto lines = p.read_lines(2, 180);
+    PBP_REQUIRE(lines.size() >= 2, in.name + " did not start its pool: " + p.err());
+    auto idents = numbers(lines[1]);
+    ASSERT_EQ(idents.size(), 3u);
+    pbp::Discoverer d;
+    auto found = d.discover(p.pid());
+    ASSERT_EQ(found.status, pbp::Discovery::Python) << found.reason;
+    ASSERT_TRUE(found.target.has_value());
+    const pbp_proc proc = found.target->bpf_config(0, 0);
+    const ObjectLayout& lay = found.target->layout.obj;
+    SCOPED_TRACE(in.name);
+    ASSERT_NE(lay.interp_modules, PBP_OFF_NONE) << "no thread-name offsets";
+
+    CountingMemory mem(p.pid());
+    ThreadNameCache cache;
+    std::map<uint64_t, std::string> all, few;
+    std::string err;
+    ASSERT_TRUE(read_thread_names(mem, proc, lay, cache, all, err)) << err;
+    const size_t all_reads = mem.reads;
+    EXPECT_EQ(all.size(), 301u) << "300 workers and the main thread";
+    EXPECT_EQ(all[idents[1]], "w-150");
+
+    const std::set<uint64_t> wanted(idents.begin(), idents.end());
+    mem.reads = 0;
+    ASSERT_TRUE(read_thread_names(mem, proc, lay, cache, few, err, &wanted)) << err;
+    EXPECT_EQ(few, (std::map<uint64_t, std::string>{{idents[0], "w-0"}, {idents[1], "w-150"}, {idents[2], "w-299"}}));
+    EXPECT_LT(mem.reads, 100u) << "all " << all.size() << " threads' names took " << all_reads << " reads";
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, ObjectsLive, testing::ValuesIn(pbp::test::all_interpreters()),

@@ -162,6 +162,10 @@ bool read_keys_entries(MemoryReader& mem, const ObjectLayout& lay, uint64_t keys
     for (size_t i = 0; i < n; i++) {
         DictItem it;
         std::memcpy(&it.key, buf.data() + i * esize + key_at, 8);
+        if (key_at == 8) {
+            it.has_hash = true;
+            std::memcpy(&it.hash, buf.data() + i * esize, 8);
+        }
         if (values) it.value = vals[i];
         else std::memcpy(&it.value, buf.data() + i * esize + key_at + 8, 8);
         if (aligned_ptr(it.key) && aligned_ptr(it.value)) out.push_back(it);  // else deleted / not set
@@ -190,6 +194,11 @@ bool values_array(MemoryReader& mem, const ObjectLayout& lay, uint64_t v, uint64
 }
 
 }  // namespace
+
+uint64_t int_hash(uint64_t v) {
+    constexpr uint64_t kModulus = (1ULL << 61) - 1;  // _PyHASH_MODULUS (_PyHASH_BITS 61)
+    return v % kModulus;  // never -1 for a non-negative int (hash(-1) is the one made -2)
+}
 
 uint64_t type_of(MemoryReader& mem, const ObjectLayout& lay, uint64_t addr) {
     if (!aligned_ptr(addr)) return 0;

@@ -30,7 +30,14 @@ uint64_t type_of(MemoryReader& mem, const ObjectLayout& lay, uint64_t addr);
 
 struct DictItem {
     uint64_t key = 0, value = 0;  // object addresses
+    // The key's hash as the dict stored it (me_hash), where the table keeps one: every dict but
+    // 3.11+'s str-keyed ones. Lets a lookup skip reading the keys that cannot match.
+    bool has_hash = false;
+    uint64_t hash = 0;
 };
+// hash(v) of a non-negative int v, as CPython stores it in a dict entry (64-bit builds: v mod
+// 2**61 - 1, the same on every version this project reads).
+uint64_t int_hash(uint64_t v);
 // The items of a dict object, in insertion order (deleted slots skipped). False when it is
 // unreadable, not plausibly a dict, or holds more than max_items entries (used or deleted).
 bool read_dict_items(MemoryReader& mem, const ObjectLayout& lay, uint64_t dict, std::vector<DictItem>& out,

@@ -61,10 +61,17 @@ bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayo
     }
     std::unordered_set<uint64_t> seen;
     std::vector<DictItem> items;
+    // With 'wanted', the entries' stored hashes say which keys can be a wanted ident: the others
+    // are skipped unread (a 1000-thread pool's turn naming a few threads reads a few keys, not
+    // 1000; each key is 2 reads).
+    std::unordered_set<uint64_t> wanted_hashes;
+    if (wanted)
+        for (uint64_t ident : *wanted) wanted_hashes.insert(int_hash(ident));
     for (uint32_t n = 0; interp && n < PBP_MAX_INTERPRETERS && seen.insert(interp).second; n++) {
         const uint64_t active = find_active(mem, lay, interp, cache);
         if (active && read_dict_items(mem, lay, active, items, kMaxThreads)) {
             for (const auto& it : items) {
+                if (wanted && it.has_hash && !wanted_hashes.count(it.hash)) continue;
                 auto ident = read_uint(mem, lay, it.key);
                 if (!ident || out.count(*ident) || (wanted && !wanted->count(*ident))) continue;
                 const uint64_t name = read_instance_attr(mem, lay, it.value, "_name");
