@@ -131,9 +131,14 @@ static __always_inline int walk_done(const struct sample_info *si, __u64 stack_i
  * map, which must not evict one first). A new stack of known code objects waits for the next
  * batch: its names are known, and its lines come from line tables read before. "Shown" is a
  * per-CPU set of (process, code object, checksum) from the new stacks stored here. A code object
- * new to it has its identity captured then, unless it was before (code_capture.bpf.h): only
- * with bpf_loop (5.17+); before, the consumer reads it live, woken at once. */
+ * new to it has its identity captured then, unless it was before (code_capture.bpf.h). Without
+ * bpf_loop (5.8 .. 5.16) every new stack wakes the consumer, and the capture goes on in
+ * capture_nolp programs (tail calls, CAPTURE_NOLP_CHUNK frames per run, innermost first: the
+ * newest code is nearest the leaf) before the record is emitted; the walk's tail calls and
+ * these share the kernel's limit of 33 runs, so a stack too deep for both has its outer frames'
+ * code objects read live (stat CODE_DROP). */
 #define FRESH_UNWOKEN 8
+#define CAPTURE_NOLP_CHUNK 8
 
 struct shown_walk {
 	struct shown_set *shown;
@@ -142,30 +147,73 @@ struct shown_walk {
 	__u32 depth, tgid, news;
 };
 
-static long shown_walk_cb(__u32 i, void *ctx)
+/* Frame i (< sw->depth) of the new stack: into this CPU's shown set, and captured if new to it. */
+static __always_inline void shown_frame(struct shown_walk *sw, __u32 i)
 {
-	struct shown_walk *sw = ctx;
-	if (i >= sw->depth)
-		return 1;
 	const struct pbp_frame *f = &sw->s->stack.frames[i & (PBP_MAX_DEPTH - 1)];
 	__u64 key = (f->code ^ ((__u64)f->csum << 20) ^ ((__u64)sw->tgid << 44)) | 1;
 	__u32 set = (__u32)((key * 0x9E3779B97F4A7C15ULL) >> 40) & (SHOWN_SLOTS - 2);
 	__u64 *a = &sw->shown->key[set], *b = &sw->shown->key[set + 1];
 	if (*a == key || *b == key)
-		return 0;
+		return;
 	*b = *a; /* the older one goes */
 	*a = key;
 	sw->news = 1;
 	/* New to this CPU's set: captured unless it was before (from any CPU). */
 	if (sw->proc)
 		code_capture(sw->proc, sw->tgid, sw->s->cur.tid, f, sw->s->cur.now);
+}
+
+static long shown_walk_cb(__u32 i, void *ctx)
+{
+	struct shown_walk *sw = ctx;
+	if (i >= sw->depth)
+		return 1;
+	shown_frame(sw, i);
 	return 0;
 }
 
+/* One run of the capture without bpf_loop (the body of both capture_nolp programs): frames
+ * s->capture_next .. + CAPTURE_NOLP_CHUNK of the new stack in s->walk, then a tail call to the
+ * next run through progs (index 1), or the sample's record once all are done (or no tail call
+ * is left). */
+static __always_inline int capture_nolp_chunk(void *ctx, void *progs)
+{
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	const struct walk_state *st = &s->walk;
+	struct shown_walk sw = {};
+	sw.shown = bpf_map_lookup_elem(&shown_map, &zero);
+	sw.s = s;
+	sw.depth = st->depth;
+	sw.tgid = s->cur.tgid;
+	sw.proc = bpf_map_lookup_elem(&procs, &sw.tgid);
+	/* masked where it is loaded: clang derives the frames' offsets from it before the checks */
+	__u32 first = s->capture_next & (PBP_MAX_DEPTH - 1);
+	int done = !sw.shown || !sw.proc;
+	for (int k = 0; k < CAPTURE_NOLP_CHUNK && !done; k++) {
+		__u32 i = first + k;
+		if (i >= sw.depth || i >= PBP_MAX_DEPTH) {
+			done = 1;
+			break;
+		}
+		shown_frame(&sw, i);
+	}
+	if (!done && first + CAPTURE_NOLP_CHUNK < sw.depth) {
+		s->capture_next = first + CAPTURE_NOLP_CHUNK;
+		bpf_tail_call(ctx, progs, 1);
+		stat_add(PBP_STAT_CODE_DROP, 1); /* out of tail calls: the rest are read live */
+	}
+	return walk_done(&s->cur, st->hash ? st->hash : 1, st->depth, st->flags, st->reason, 1);
+}
+
 /* Store the walked stack (unless known) and emit the sample (s->cur). use_loop: bpf_loop is
- * there (without it every new stack wakes the consumer). */
-static __always_inline int finish_walk(struct scratch *s, const struct walk_state *st, __u64 t,
-				       int use_loop)
+ * there (without it every new stack wakes the consumer, and a new stack's capture goes on in
+ * capture_nolp, index 1 of progs, which emits the record; st must then be s->walk). */
+static __always_inline int finish_walk(void *ctx, void *progs, struct scratch *s, const struct walk_state *st,
+				       __u64 t, int use_loop)
 {
 	const struct sample_info *si = &s->cur;
 	__u32 tgid = si->tgid;
@@ -206,6 +254,14 @@ static __always_inline int finish_walk(struct scratch *s, const struct walk_stat
 				sw.shown->unwoken = 0;
 			else
 				stat_add(PBP_STAT_FRESH_UNWOKEN, 1);
+		}
+	}
+	if (fresh && !use_loop) {
+		const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+		if (proc && proc->off.code_ident_len) {
+			s->capture_next = 0;
+			bpf_tail_call(ctx, progs, 1);
+			stat_add(PBP_STAT_CODE_DROP, 1); /* out of tail calls: read live */
 		}
 	}
 	if (t)

@@ -227,6 +227,7 @@ struct scratch {
 	__u8 frame_cache[FRAME_CACHE + PBP_WINDOW];
 	struct pbp_stack stack;
 	struct walk_state walk;       /* between the tail calls of the no-bpf_loop walk */
+	__u32 capture_next;           /* ... and of its capture (emit.bpf.h): the next frame */
 	struct sample_info cur;       /* the sample being made */
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;
@@ -255,20 +256,21 @@ struct {
 	__type(value, __u32);
 } cgroup_filter SEC(".maps");
 
-/* walk_nolp, for the tail calls of the no-bpf_loop walk (filled in by userspace). */
+/* walk_nolp (0) and capture_nolp (1), for the tail calls of the no-bpf_loop walk and of its
+ * code object capture (filled in by userspace). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u32);
 } nolp_progs SEC(".maps");
 
-/* The same for the off-CPU switch-out walk without bpf_loop (walk_nolp_rt, raw_tp): a tail
- * call stays within one program type, and a program array belongs to the type of its first
- * program. */
+/* The same for the off-CPU switch-out walk without bpf_loop (walk_nolp_rt, capture_nolp_rt;
+ * raw_tp): a tail call stays within one program type, and a program array belongs to the type
+ * of its first program. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u32);
 } nolp_rtprogs SEC(".maps");

@@ -9,13 +9,15 @@
  *   on_sample       - bpf_loop (5.17+), walks up to PBP_MAX_DEPTH frames
  *   on_sample_nolp  - for 5.8 .. 5.16: finds the thread state with a bounded loop, then
  *                     walks PBP_NOLP_CHUNK frames per program run, continuing in
- *                     walk_nolp through tail calls, up to PBP_MAX_DEPTH_NO_LOOP frames
- * Userspace autoloads exactly one of them (walk_nolp goes with on_sample_nolp).
+ *                     walk_nolp through tail calls, up to PBP_MAX_DEPTH_NO_LOOP frames;
+ *                     a new stack's code objects are captured in capture_nolp (tail calls)
+ * Userspace autoloads exactly one of them (walk_nolp and capture_nolp go with on_sample_nolp).
  *
  * --mode wall adds one scheduler program (attached only while a wall session runs):
  *   on_switch       - tp_btf/sched_switch: a target thread's stack is kept as it leaves the
  *                     CPU, and its interval emitted when it is back (without bpf_loop:
- *                     on_switch_nolp, raw_tp, + walk_nolp_rt through tail calls)
+ *                     on_switch_nolp, raw_tp, + walk_nolp_rt and capture_nolp_rt through
+ *                     tail calls)
  *
  * This file holds the entry programs; the rest is split by concern:
  *   maps.bpf.h          the maps, their value types and the knobs set before load
@@ -109,6 +111,14 @@ int walk_nolp(struct bpf_perf_event_data *ctx)
 	return walk_nolp_chunk(ctx, &nolp_progs);
 }
 
+/* The capture of a new stack's code objects without bpf_loop (emit.bpf.h); tail-calls itself
+ * until it ends, then emits the sample. */
+SEC("perf_event")
+int capture_nolp(struct bpf_perf_event_data *ctx)
+{
+	return capture_nolp_chunk(ctx, &nolp_progs);
+}
+
 /* ---- off CPU (--mode wall; attached only while a wall session runs) ------------------ */
 
 /* Every context switch while a wall session runs (offcpu.bpf.h): the interval of next ends (its
@@ -134,6 +144,12 @@ SEC("raw_tp")
 int walk_nolp_rt(struct bpf_raw_tracepoint_args *ctx)
 {
 	return walk_nolp_chunk(ctx, &nolp_rtprogs);
+}
+
+SEC("raw_tp")
+int capture_nolp_rt(struct bpf_raw_tracepoint_args *ctx)
+{
+	return capture_nolp_chunk(ctx, &nolp_rtprogs);
 }
 
 /* ---- process lifecycle ----------------------------------------------------- */

@@ -45,7 +45,7 @@ static __always_inline int walk_from(void *ctx, void *progs, struct scratch *s,
 			w.st.max_depth = PBP_MAX_DEPTH;
 		bpf_loop(PBP_MAX_DEPTH + 1, frame_walk_cb, &w, 0);
 		t = time_section(PBP_STAT_T_WALK, t);
-		return finish_walk(s, &w.st, t, 1);
+		return finish_walk(ctx, progs, s, &w.st, t, 1);
 	}
 	/* No bpf_loop: the walk goes on in a walk_nolp program, nolp_chunk frames per run. */
 	if (w.st.max_depth > nolp_chunk * PBP_NOLP_RUNS)
@@ -116,7 +116,7 @@ static __always_inline int walk_nolp_chunk(void *ctx, void *progs)
 		bpf_tail_call(ctx, progs, 0);
 		st->flags |= PBP_F_TRUNCATED; /* out of tail calls */
 	}
-	return finish_walk(s, st, 0, 0);
+	return finish_walk(ctx, progs, s, st, 0, 0);
 }
 
 #endif /* __PYBPFPROF_SAMPLE_BPF_H__ */

@@ -140,9 +140,11 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         bpf_program__set_autoload(s->skel_->progs.on_sample, s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_sample_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp, !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.capture_nolp, !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_switch, wall && s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.on_switch_nolp, wall && !s->use_loop_);
         bpf_program__set_autoload(s->skel_->progs.walk_nolp_rt, wall && !s->use_loop_);
+        bpf_program__set_autoload(s->skel_->progs.capture_nolp_rt, wall && !s->use_loop_);
         bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
         s->skel_->rodata->wakeup_bytes = rb / 8;
         bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
@@ -191,16 +193,22 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
     }
 
     if (!s->use_loop_) {
-        uint32_t key = 0;
-        int fd = bpf_program__fd(s->skel_->progs.walk_nolp);
-        if (bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_progs), &key, &fd, BPF_ANY)) {
-            error = std::string("cannot set up the frame walk's tail call: ") + strerror(errno);
+        // Index 0: the walk's next run; 1: the capture of a new stack's code objects.
+        auto set = [](bpf_map* array, bpf_program* walk, bpf_program* capture) {
+            uint32_t key = 0;
+            int fd = bpf_program__fd(walk);
+            if (bpf_map_update_elem(bpf_map__fd(array), &key, &fd, BPF_ANY)) return false;
+            key = 1;
+            fd = bpf_program__fd(capture);
+            return bpf_map_update_elem(bpf_map__fd(array), &key, &fd, BPF_ANY) == 0;
+        };
+        if (!set(s->skel_->maps.nolp_progs, s->skel_->progs.walk_nolp, s->skel_->progs.capture_nolp)) {
+            error = std::string("cannot set up the frame walk's tail calls: ") + strerror(errno);
             return nullptr;
         }
-        fd = bpf_program__fd(s->skel_->progs.walk_nolp_rt);
         if (s->wall_error_.empty() &&
-            bpf_map_update_elem(bpf_map__fd(s->skel_->maps.nolp_rtprogs), &key, &fd, BPF_ANY))
-            s->wall_error_ = std::string("cannot set up the off-CPU walk's tail call: ") + strerror(errno);
+            !set(s->skel_->maps.nolp_rtprogs, s->skel_->progs.walk_nolp_rt, s->skel_->progs.capture_nolp_rt))
+            s->wall_error_ = std::string("cannot set up the off-CPU walk's tail calls: ") + strerror(errno);
     }
 
     if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
