@@ -189,13 +189,11 @@ static __always_inline void offcpu_frame_fields(const struct pbp_py_offsets *off
  * it can be (a probe read costs about 150-250 ns, most of the check): 3.11+ frames lie in a
  * per-thread data stack, the caller just below its callee, so a read of the OFFCPU_ID_READ bytes
  * up to the leaf's end (not below its page) holds both unless the caller has many locals or sits
- * in another chunk; then the caller is read on its own. caller_hint (the place check: where the
- * caller was last time, 0 if not known) shortens that read to start at the caller: a caller
- * found elsewhere fails the check anyway. Frame objects (<= 3.10) are scattered: two reads.
- * Returns -1 when a frame is unreadable. */
+ * in another chunk; then the caller is read on its own. Frame objects (<= 3.10) are scattered:
+ * two reads. Returns -1 when a frame is unreadable. */
 static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, struct scratch *s, __u64 leaf,
-					    __u64 caller_hint, __u64 *leaf_prev, __u64 *leaf_code,
-					    __u64 *leaf_instr, __u64 *caller_instr)
+					    __u64 *leaf_prev, __u64 *leaf_code, __u64 *leaf_instr,
+					    __u64 *caller_instr)
 {
 	__u32 len = off->frame_read_len;
 	if (len > PBP_WINDOW)
@@ -206,8 +204,6 @@ static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, st
 	__u64 start = leaf;
 	if (off->frame_kind != PBP_FRAME_OBJECT) {
 		start = end - OFFCPU_ID_READ;
-		if (caller_hint && caller_hint < leaf && caller_hint > start)
-			start = caller_hint;
 		if (start < (leaf & ~4095ULL))
 			start = leaf & ~4095ULL;
 	}
@@ -302,8 +298,8 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 			if (!seen->leaf || !(seen->stack_id || seen->reason != PBP_OK) ||
 			    ((seen->place_checks + 1) & (OFFCPU_RECHECK - 1)) == 0)
 				break; /* the whole check */
-			if (offcpu_frame_ids(&proc->off, s, seen->leaf, seen->caller, &s->ids.leaf_prev,
-					     &s->ids.leaf_code, &s->ids.leaf_instr, &s->ids.caller_instr) ||
+			if (offcpu_frame_ids(&proc->off, s, seen->leaf, &s->ids.leaf_prev, &s->ids.leaf_code,
+					     &s->ids.leaf_instr, &s->ids.caller_instr) ||
 			    s->ids.leaf_code != seen->leaf_code || s->ids.leaf_instr != seen->leaf_instr ||
 			    s->ids.leaf_prev != seen->caller || s->ids.caller_instr != seen->caller_instr)
 				break;
@@ -346,7 +342,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	__u64 *leaf_prev = &s->ids.leaf_prev, *leaf_code = &s->ids.leaf_code, *leaf_instr = &s->ids.leaf_instr,
 	      *caller_instr = &s->ids.caller_instr;
 	*leaf_prev = *leaf_code = *leaf_instr = *caller_instr = 0;
-	if (frame && offcpu_frame_ids(&proc->off, s, frame, 0, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
+	if (frame && offcpu_frame_ids(&proc->off, s, frame, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
 			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == *leaf_code &&
