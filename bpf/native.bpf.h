@@ -9,6 +9,9 @@
 #include "native_stack.bpf.h"
 #include "util.bpf.h"
 
+_Static_assert(__builtin_offsetof(struct pbp_native_event, ustack) == PBP_NATIVE_HEADER_BYTES,
+	       "the header copied ahead of a whole stack copy is everything before ustack");
+
 /* Send the machine state of the sample being made (s->cur) of a PBP_PROC_NATIVE process. Its
  * record goes first; the sample's follows from this CPU with the same ts_ns and tid. */
 static __always_inline void native_capture_sample(struct bpf_perf_event_data *ctx,
@@ -53,7 +56,22 @@ static __always_inline void native_capture_sample(struct bpf_perf_event_data *ct
 	if (!n->sp) {
 		n->flags |= PBP_NATIVE_F_NO_REGS;
 	} else {
-		n->ustack_len = native_copy_stack(n, n->sp);
+		/* A whole copy (most samples) goes straight into a record of the full size, copied
+		 * once: through the scratch value and bpf_ringbuf_output it was copied twice (17 KB
+		 * more per sample). A stack whose mapping ends sooner is copied page by page into
+		 * the scratch value, and sent with its length alone. */
+		struct pbp_native_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (r) {
+			if (!bpf_probe_read_user(r->ustack, PBP_NATIVE_USTACK, (const void *)n->sp)) {
+				n->ustack_len = PBP_NATIVE_USTACK;
+				__builtin_memcpy(r, n, PBP_NATIVE_HEADER_BYTES);
+				bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+				stat_add(PBP_STAT_NATIVE_BYTES, sizeof(*r));
+				return;
+			}
+			bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+		}
+		n->ustack_len = native_copy_stack_pages(n, n->sp);
 		if (n->ustack_len < PBP_NATIVE_USTACK)
 			n->flags |= PBP_NATIVE_F_SHORT;
 	}

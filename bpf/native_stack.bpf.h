@@ -10,13 +10,10 @@
 
 #include "pybpfprof/abi.h"
 
-/* The user stack from sp, as much of PBP_NATIVE_USTACK as is mapped: one read when all of it
- * is (the common case), else page by page until a page fails (the top of a thread's stack, with
- * a guard page or nothing above). Returns the bytes copied. */
-static __always_inline __u32 native_copy_stack(struct pbp_native_event *n, __u64 sp)
+/* The user stack from sp page by page, until a page fails (the top of a thread's stack, with a
+ * guard page or nothing above) or PBP_NATIVE_USTACK bytes are copied. Returns the bytes copied. */
+static __always_inline __u32 native_copy_stack_pages(struct pbp_native_event *n, __u64 sp)
 {
-	if (!bpf_probe_read_user(n->ustack, PBP_NATIVE_USTACK, (const void *)sp))
-		return PBP_NATIVE_USTACK;
 	__u32 got = 0;
 	__u32 first = PBP_NATIVE_PAGE - (__u32)(sp & (PBP_NATIVE_PAGE - 1));
 	if (bpf_probe_read_user(n->ustack, first, (const void *)sp))
@@ -32,6 +29,15 @@ static __always_inline __u32 native_copy_stack(struct pbp_native_event *n, __u64
 		got += PBP_NATIVE_PAGE;
 	}
 	return got;
+}
+
+/* The user stack from sp, as much of PBP_NATIVE_USTACK as is mapped: one read when all of it
+ * is (the common case), else page by page. Returns the bytes copied. */
+static __always_inline __u32 native_copy_stack(struct pbp_native_event *n, __u64 sp)
+{
+	if (!bpf_probe_read_user(n->ustack, PBP_NATIVE_USTACK, (const void *)sp))
+		return PBP_NATIVE_USTACK;
+	return native_copy_stack_pages(n, sp);
 }
 
 #endif /* __PYBPFPROF_NATIVE_STACK_BPF_H__ */
