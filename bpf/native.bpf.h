@@ -12,6 +12,25 @@
 _Static_assert(__builtin_offsetof(struct pbp_native_event, ustack) == PBP_NATIVE_HEADER_BYTES,
 	       "the header copied ahead of a whole stack copy is everything before ustack");
 
+/* Bytes copied above the main thread's initial sp (argc, argv, envp and the auxiliary vector:
+ * always there, written by exec). */
+#define NATIVE_ABOVE_START 256
+
+/* Send n, its stack copy ustack_len bytes long. */
+static __always_inline void native_send(struct pbp_native_event *n)
+{
+	__u32 len = PBP_NATIVE_HEADER_BYTES + (n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));
+	if (len > sizeof(*n))
+		len = sizeof(*n);
+	if (len < PBP_NATIVE_HEADER_BYTES)
+		len = PBP_NATIVE_HEADER_BYTES;
+	if (bpf_ringbuf_output(&events, n, len, BPF_RB_NO_WAKEUP)) {
+		stat_add(PBP_STAT_NATIVE_DROP, 1);
+		return;
+	}
+	stat_add(PBP_STAT_NATIVE_BYTES, len);
+}
+
 /* Send the machine state of the sample being made (s->cur) of a PBP_PROC_NATIVE process. Its
  * record goes first; the sample's follows from this CPU with the same ts_ns and tid. */
 static __always_inline void native_capture_sample(struct bpf_perf_event_data *ctx,
@@ -56,6 +75,21 @@ static __always_inline void native_capture_sample(struct bpf_perf_event_data *ct
 	if (!n->sp) {
 		n->flags |= PBP_NATIVE_F_NO_REGS;
 	} else {
+		/* The main thread's frames end at the process's initial sp (mm->start_stack, where
+		 * argc, argv and the auxiliary vector are): above them the kernel leaves a random gap
+		 * (ASLR) whose pages nothing writes, so a read past it fails (a perf event cannot
+		 * fault a page in) and was redone page by page. Near it, the copy ends there (plus
+		 * a little of what is above: _start's frame), in one read. */
+		__u64 top = BPF_CORE_READ(bpf_get_current_task_btf(), mm, start_stack);
+		if (top > n->sp && top - n->sp + NATIVE_ABOVE_START < PBP_NATIVE_USTACK) {
+			__u32 want = (__u32)(top - n->sp + NATIVE_ABOVE_START) & (PBP_NATIVE_USTACK - 1);
+			if (want && !bpf_probe_read_user(n->ustack, want, (const void *)n->sp)) {
+				n->ustack_len = want;
+				n->flags |= PBP_NATIVE_F_SHORT;
+				native_send(n);
+				return;
+			}
+		}
 		/* A whole copy (most samples) goes straight into a record of the full size, copied
 		 * once: through the scratch value and bpf_ringbuf_output it was copied twice (17 KB
 		 * more per sample). A stack whose mapping ends sooner is copied page by page into
@@ -75,16 +109,7 @@ static __always_inline void native_capture_sample(struct bpf_perf_event_data *ct
 		if (n->ustack_len < PBP_NATIVE_USTACK)
 			n->flags |= PBP_NATIVE_F_SHORT;
 	}
-	__u32 len = PBP_NATIVE_HEADER_BYTES + (n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));
-	if (len > sizeof(*n))
-		len = sizeof(*n);
-	if (len < PBP_NATIVE_HEADER_BYTES)
-		len = PBP_NATIVE_HEADER_BYTES;
-	if (bpf_ringbuf_output(&events, n, len, BPF_RB_NO_WAKEUP)) {
-		stat_add(PBP_STAT_NATIVE_DROP, 1);
-		return;
-	}
-	stat_add(PBP_STAT_NATIVE_BYTES, len);
+	native_send(n);
 }
 
 #endif /* __PYBPFPROF_NATIVE_BPF_H__ */
