@@ -19,7 +19,9 @@ _Static_assert(__builtin_offsetof(struct pbp_native_event, ustack) == PBP_NATIVE
 /* Send n, its stack copy ustack_len bytes long. */
 static __always_inline void native_send(struct pbp_native_event *n)
 {
-	__u32 len = PBP_NATIVE_HEADER_BYTES + (n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));
+	/* read back from the record (volatile): clang otherwise derives len from how the caller
+	 * computed ustack_len, past the bounds below, which 6.1's verifier then cannot see */
+	__u32 len = PBP_NATIVE_HEADER_BYTES + (*(volatile __u32 *)&n->ustack_len & (PBP_NATIVE_USTACK * 2 - 1));
 	if (len > sizeof(*n))
 		len = sizeof(*n);
 	if (len < PBP_NATIVE_HEADER_BYTES)
