@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* --native's copy of the user stack, on its own: it needs only the ABI and the probe-read helper,
- * so tools/bench/ehframe/ (the stack copy measured against .eh_frame tables walked in BPF)
- * measures this very function, not a copy of it. */
+ * so tools/bench/ehframe/ (the stack copy measured against .eh_frame tables walked in BPF) uses
+ * these very functions, not a copy of them. (The product's capture, native.bpf.h, makes its whole
+ * read straight into the ring-buffer record, bounds a main thread's copy by its initial sp, and
+ * uses native_copy_stack_pages for a stack whose mapping ends within PBP_NATIVE_USTACK.) */
 #ifndef __PYBPFPROF_NATIVE_STACK_BPF_H__
 #define __PYBPFPROF_NATIVE_STACK_BPF_H__
 
