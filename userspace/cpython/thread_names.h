@@ -30,9 +30,9 @@ struct ThreadNameCache {
 };
 
 // ident -> name for every thread in threading._active, in every interpreter (only those in
-// 'wanted' when given: the others are skipped by their stored hash, unread). False (err says why) when the
-// interpreter list cannot be read or the layout has no thread-name offsets; an interpreter
-// that has not imported threading adds nothing.
+// 'wanted' when given: the others are skipped by their stored hash, unread). False (err says
+// why) when the interpreter list cannot be read or the layout has no thread-name offsets; an
+// interpreter that has not imported threading adds nothing.
 bool read_thread_names(MemoryReader& mem, const pbp_proc& proc, const ObjectLayout& lay, ThreadNameCache& cache,
                        std::map<uint64_t, std::string>& out, std::string& err,
                        const std::set<uint64_t>* wanted = nullptr);
