@@ -60,6 +60,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "sample.bpf.h"
+#include "native.bpf.h"
 
 /* include/linux/sched.h, the same on every supported kernel */
 #define PBP_TASK_UNINTERRUPTIBLE 0x0002
@@ -101,6 +102,8 @@ static __always_inline void offcpu_emit(struct pbp_offcpu *e, __u32 tid, __u64 n
 	struct sample_info si = {};
 	si.now = now;
 	si.period = weight;
+	/* --native: the machine state of one interval (a sum of several has none) */
+	si.clock = (flags & PBP_F_AGGREGATE) ? 0 : e->native_ts;
 	si.tgid = e->tgid;
 	si.tid = tid;
 	si.kind = PBP_KIND_OFF_CPU;
@@ -141,6 +144,12 @@ static __always_inline void offcpu_place(__u64 *ip, __u64 *sp)
 		return;
 	*ip = regs->ip;
 	*sp = regs->sp;
+}
+
+/* --native for this process's off-CPU intervals (bpf_loop kernels only, as on CPU). */
+static __always_inline int offcpu_native_wanted(const struct pbp_proc *proc, int use_loop)
+{
+	return native_capture && use_loop && (proc->flags & PBP_PROC_NATIVE);
 }
 
 /* next side: e is the entry of tid, switched in now. */
@@ -266,6 +275,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	e->gil = offcpu_gil(proc, wait);
 	e->out_ns = now;
 	e->approx = 0;
+	e->native_ts = 0;
 
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -313,6 +323,10 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 			e->depth = seen->depth;
 			e->stack_flags = seen->stack_flags;
 			e->reason = seen->reason;
+			e->native_ts = seen->native_ts; /* the same place: the same C code */
+			if (!e->native_ts && offcpu_native_wanted(proc, use_loop) &&
+			    native_capture_switch(ctx, tgid, tid, now))
+				seen->native_ts = e->native_ts = now; /* walked before --native began */
 			stat_add(PBP_STAT_OFFCPU_REUSED, 1);
 			stat_add(PBP_STAT_OFFCPU_PLACE_REUSED, 1);
 			return 0;
@@ -352,6 +366,17 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 				e->depth = seen->depth;
 				e->stack_flags = seen->stack_flags;
 				e->reason = seen->reason;
+				/* --native: the machine state taken at this place, if it is the same one (a
+				 * place of 0, preempted in user code, is never the same) */
+				if (!s->ids.uip || seen->uip != s->ids.uip || seen->usp != s->ids.usp)
+					seen->native_ts = 0;
+				e->native_ts = seen->native_ts;
+				if (!e->native_ts && offcpu_native_wanted(proc, use_loop) &&
+				    native_capture_switch(ctx, tgid, tid, now)) {
+					e->native_ts = now;
+					if (s->ids.uip) /* kept for the switch-outs from this place */
+						seen->native_ts = now;
+				}
 				seen->uip = s->ids.uip; /* the place this stack was seen at last */
 				seen->usp = s->ids.usp;
 				seen->interp = interp;
@@ -388,6 +413,11 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	seen->usp = s->ids.usp;
 	seen->interp = interp;
 	seen->place_checks = 0;
+	seen->native_ts = 0;
+	/* --native: the machine state as it blocks, for this walk's intervals and the switch-outs
+	 * from the same place that reuse its stack (bpf_loop kernels only, as on CPU) */
+	if (offcpu_native_wanted(proc, use_loop) && native_capture_switch(ctx, tgid, tid, now))
+		seen->native_ts = e->native_ts = now;
 	stat_add(PBP_STAT_OFFCPU_WALK, 1);
 	/* 3.11/3.12: the cframe check, left to here since most switch-outs walk nothing. */
 	if (cframe) {

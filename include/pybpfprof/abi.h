@@ -349,6 +349,10 @@ struct pbp_offcpu_seen {
 	__u64 interp;                  /* the interpreter of tstate */
 	__u16 depth, reason, stack_flags;
 	__u16 place_checks;            /* place checks since the last whole check from this place */
+	/* --native: the ts_ns of the machine state captured when this stack was walked at this
+	 * place (a pbp_native_event with PBP_NATIVE_F_OFFCPU), 0 for none. A switch-out from the
+	 * same place reuses it: the same C code down from the eval loop. */
+	__u64 native_ts;
 };
 
 struct pbp_offcpu {
@@ -371,6 +375,7 @@ struct pbp_offcpu {
 	__u8 walk_slot;                /* the seen[] slot the walk under way fills (2: none) */
 	__u8 next_slot;                /* the seen[] slot the next walk replaces */
 	__u64 async_task;              /* the running asyncio task at the switch-out (see pbp_event) */
+	__u64 native_ts;               /* --native: the pending interval's machine state (see seen[]), 0: none */
 };
 
 /* pbp_event.runtime: the interpreter's phase when an on-CPU sample was taken, from
@@ -421,7 +426,8 @@ struct pbp_event {
 	 * (cpu_clock_ns - weight_ns, cpu_clock_ns] of it: a session at a lower rate than the
 	 * engine's keeps the samples whose span holds a multiple of its own period (a timer at its
 	 * rate on this CPU; see engine/decimate.h). Never wraps (u64 ns); goes on across rate
-	 * changes and pauses. */
+	 * changes and pauses. OFF_CPU SAMPLE with --native: the ts_ns of the machine state
+	 * (PBP_NATIVE_F_OFFCPU) taken when its stack was walked, 0 for none. */
 	__u64 cpu_clock_ns;
 	/* SAMPLE with --async (pbp_py_offsets.tstate_async_task set): the thread's running asyncio
 	 * task (a TaskObj address) when the sample was taken, 0 for none. An off-CPU interval
@@ -450,6 +456,11 @@ struct pbp_thread_event {
  * PyObject_Call chain ~100 each) plus libc's; deeper stacks end in an incomplete native part.
  * A power of two (masks bound the reads for the verifier). */
 #define PBP_NATIVE_USTACK 16384
+/* An off-CPU capture's copy (PBP_NATIVE_F_OFFCPU), taken once per place a thread blocks at, not
+ * per sample: a wait's C callers may keep large locals (select.select's implementation keeps
+ * 49 KB of them, above which a 16 KiB copy cannot unwind). Such a record is
+ * PBP_NATIVE_HEADER_BYTES + ustack_len bytes long, ustack_len up to this. */
+#define PBP_NATIVE_USTACK_OFFCPU 65536
 #define PBP_NATIVE_PAGE 4096
 /* Kernel frames kept (bpf_get_stack), innermost first. */
 #define PBP_NATIVE_KSTACK 64
@@ -457,6 +468,10 @@ struct pbp_thread_event {
 #define PBP_NATIVE_F_KERNEL (1u << 0)   /* the sample hit kernel mode: user registers from pt_regs */
 #define PBP_NATIVE_F_NO_REGS (1u << 1)  /* no user registers (a kernel thread, or unreadable) */
 #define PBP_NATIVE_F_SHORT (1u << 2)    /* the copy ends before PBP_NATIVE_USTACK: the stack's mapping does */
+/* Taken at a --mode wall switch-out that walked the thread's stack (ts_ns: the switch-out's
+ * time), not before a sample record: the off-CPU records of the intervals it stands for come
+ * later, carrying this ts_ns in their cpu_clock_ns field. */
+#define PBP_NATIVE_F_OFFCPU (1u << 3)
 
 /* Sent with bpf_ringbuf_output, only offsetof(ustack) + ustack_len bytes of it. The first
  * fields match pbp_event's (ts_ns, type, pid, tid, cpu) so a reader dispatches on type. */
@@ -471,7 +486,7 @@ struct pbp_native_event {
 	__u16 kdepth;             /* kernel frames in kstack */
 	__u16 flags;              /* PBP_NATIVE_F_* */
 	__u64 kstack[PBP_NATIVE_KSTACK]; /* kernel return addresses, innermost first */
-	__u8 ustack[PBP_NATIVE_USTACK];
+	__u8 ustack[PBP_NATIVE_USTACK]; /* (PBP_NATIVE_USTACK_OFFCPU in an off-CPU record) */
 };
 #define PBP_NATIVE_HEADER_BYTES (56 + 8 * PBP_NATIVE_KSTACK)
 

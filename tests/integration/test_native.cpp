@@ -285,6 +285,149 @@ TEST_P(NativeWall, WallModeKeepsNativeFramesOnCpuAndWaitLeavesOffCpu) {
     EXPECT_GE(reader * 100, total * 30) << reader << " of " << total;
 }
 
+// The frames of one folded line by kind, from the raw collapsed text (export/common.cpp
+// frame_label): "name_[k]" kernel, "name [lib]" or "name (file:line) [lib]" native, "[...]"
+// otherwise a marker or wait leaf, anything else Python.
+enum class Kind { Python, Native, Kernel, Marker };
+Kind kind_of(const std::string& fr) {
+    const std::string k = "_[k]";
+    if (fr.size() > k.size() && fr.compare(fr.size() - k.size(), k.size(), k) == 0) return Kind::Kernel;
+    // (a native frame without a symbol: "[libc.so.6+0x8f3a7] [libc.so.6]")
+    if (!fr.empty() && fr.back() == ']' && fr.find(" [") != std::string::npos) return Kind::Native;
+    if (!fr.empty() && fr[0] == '[') return Kind::Marker;
+    return Kind::Python;
+}
+
+// Of the off-CPU weight asleep under Python function caller (its [sleeping] leaf): how much, and
+// how much is exactly caller, then native frames (at least one), then kernel frames (at least
+// one, none of the profiler's own), then [sleeping]: nothing Python below caller, the caller
+// once, no "[native stack incomplete]". bad: the others.
+struct WaitCount {
+    uint64_t asleep = 0, exact = 0;
+    uint64_t marked = 0;  // the same, but "[native stack incomplete]" right below the caller
+    std::string bad;
+};
+WaitCount count_wait(const std::string& folded_path, const std::string& caller) {
+    WaitCount c;
+    for (const Folded& f : read_folded(read_file(folded_path))) {
+        size_t at = f.frames.size(), callers = 0;
+        for (size_t i = 2; i < f.frames.size(); i++)  // past the process and thread frames
+            if (kind_of(f.frames[i]) == Kind::Python && named(f.frames[i], caller)) {
+                at = i;
+                callers++;
+            }
+        if (at == f.frames.size() || f.frames.back() != "[sleeping]") continue;
+        c.asleep += f.count;
+        size_t native = 0, kernel = 0;
+        bool ordered = callers == 1, own = false;
+        const bool marked = at + 1 < f.frames.size() && f.frames[at + 1] == "[native stack incomplete]";
+        for (size_t i = at + 1 + marked; i + 1 < f.frames.size(); i++) {
+            const Kind k = kind_of(f.frames[i]);
+            if (k == Kind::Native && !kernel) native++;
+            else if (k == Kind::Kernel) kernel++;
+            else ordered = false;  // Python or a marker below the caller, or native under kernel
+            own |= f.frames[i].rfind("bpf_prog_", 0) == 0 || f.frames[i].rfind("bpf_trace_run", 0) == 0;
+        }
+        if (ordered && native && kernel && !own) {
+            (marked ? c.marked : c.exact) += f.count;
+        }
+        if ((!ordered || !native || !kernel || own || marked) && c.bad.size() < 4000) {
+            for (auto& fr : f.frames) c.bad += fr + ";";
+            c.bad += " " + std::to_string(f.count) + "\n";
+        }
+    }
+    return c;
+}
+
+// --mode wall --native: off-CPU intervals carry the native and kernel frames the thread blocked
+// in, under the Python line that blocked, above their wait leaf. time.sleep (3.6-3.10: a select
+// in pysleep) and select.select, whose C implementation keeps 49 KB of locals, most of them
+// never written: a 16 KiB copy could not unwind past it, and the pages never written cannot be
+// read from BPF (they come as zeros); the off-CPU copy is 64 KiB, page by page. >= 90% of each
+// caller's time asleep is exact (the rest: an interval whose place was first met before native
+// capture began, on a busy machine).
+TEST_P(Native, OffCpuIntervalsCarryTheirNativeAndKernelFrames) {
+    const Interpreter& in = GetParam();
+    const std::string out = dir + "/out.folded";
+    auto r = run_native(in,
+                        "import select, time\n"
+                        "def spin():\n"
+                        "    t = time.monotonic() + 0.02\n"
+                        "    while time.monotonic() < t:\n"
+                        "        pass\n"
+                        "def sleeper():\n"
+                        "    time.sleep(0.05)\n"
+                        "def selecter():\n"
+                        "    select.select([], [], [], 0.05)\n"
+                        "end = time.monotonic() + 3\n"
+                        "while time.monotonic() < end:\n"
+                        "    spin()\n"
+                        "    sleeper()\n"
+                        "    selecter()\n",
+                        out, {"--mode", "wall"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const char* caller : {"sleeper", "selecter"}) {
+        const WaitCount c = count_wait(out, caller);
+        // 25 waits of 50 ms each
+        EXPECT_GT(c.asleep, 1'000'000'000u) << caller << ": " << c.asleep << "\n" << read_file(out).substr(0, 3000);
+        EXPECT_GE(c.exact * 100, c.asleep * 90) << caller << ": " << c.exact << " of " << c.asleep << " ns exact; others:\n"
+                                                << c.bad;
+    }
+}
+
+// A process whose two threads were asleep before the run began, in select.select and in
+// time.sleep, and stay so: BPF never sees them block, so their machine state is read from
+// /proc/PID/task/TID/syscall, /proc/PID/task/TID/stack and their memory when the run begins.
+// Each thread's whole run is one interval with its native and kernel frames, exactly. Except
+// where /proc's lack of rbp shows (it gives sp and pc only): sid's 3.15 is built with frame
+// pointers, so its time_sleep's caller is found through rbp, and that unwind ends there: its
+// sleep keeps its Python frames whole, marked "[native stack incomplete]" above the native
+// and kernel frames of the sleep.
+TEST_P(Native, AsleepSinceBeforeTheRunHasItsNativeFrames) {
+    const Interpreter& in = GetParam();
+    Child idle(with_args(in.argv, {"-c",
+                                   "import select, threading, time\n"
+                                   "def napper():\n"
+                                   "    time.sleep(600)\n"
+                                   "def waiter():\n"
+                                   "    select.select([], [], [], 600)\n"
+                                   "threading.Thread(target=napper, daemon=True).start()\n"
+                                   "print('ready', flush=True)\n"
+                                   "waiter()\n"}),
+               dir);
+    ASSERT_TRUE(idle.wait_for_out("ready", 120)) << idle.err();
+    // Until the kernel has both threads asleep.
+    auto all_asleep = [&] {
+        size_t n = 0;
+        for (auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(idle.pid()) + "/task")) {
+            const std::string st = read_file(t.path().string() + "/stat");
+            const size_t at = st.rfind(')');
+            if (at == std::string::npos || at + 2 >= st.size() || st[at + 2] != 'S') return false;
+            n++;
+        }
+        return n == 2;
+    };
+    for (int i = 0; i < 500 && !all_asleep(); i++) usleep(10000);
+    ASSERT_TRUE(all_asleep());
+    usleep(200000);
+
+    const std::string out = dir + "/out.folded";
+    auto r = run({pybpfprof_bin(), "-q", "--native", "--mode", "wall", "-f", "collapsed", "-d", "2", "-o", out, "--pid",
+                  std::to_string(idle.pid())},
+                 120);
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const std::string caller : {"waiter", "napper"}) {
+        const WaitCount c = count_wait(out, caller);
+        EXPECT_GT(c.asleep, 1'800'000'000u) << caller << ": " << c.asleep << "\n" << read_file(out).substr(0, 3000);
+        if (minor_of(in) >= 15 && caller == "napper")
+            EXPECT_EQ(c.exact + c.marked, c.asleep) << caller << ": " << c.exact << " + " << c.marked << " of "
+                                                    << c.asleep << " ns exact or marked; others:\n" << c.bad;
+        else
+            EXPECT_EQ(c.exact, c.asleep) << caller << ": " << c.exact << " of " << c.asleep << " ns exact; others:\n"
+                                         << c.bad;
+    }
+}
+
 // Clocks read through the vDSO, the kernel's code mapped into every process with no file behind
 // it: time.monotonic() runs there alone; time.process_time() asks it for a CPU-time clock, which
 // it reads with a system call from there. Samples in either (user or kernel mode) unwind through

@@ -161,8 +161,13 @@ struct Walker {
             }
             if (off.frame_owner != PBP_OFF_NONE) {
                 uint8_t owner = fw[off.frame_owner];
+                if (off.native_entry == PBP_NATIVE_ENTRY_SHIM && owner == off.native_shim_owner && !t.entry.empty() &&
+                    t.frames.back().instr != PBP_INSTR_UNKNOWN)
+                    t.entry.back() = true;  // the shim follows its call's entry frame (as native_mark_entry)
                 if (owner < 32 && (off.skip_owner_mask & (1u << owner))) continue;  // C-stack / shim
             }
+            const bool entry = off.native_entry == PBP_NATIVE_ENTRY_FLAG && off.frame_entry_off != PBP_OFF_NONE &&
+                               fw[off.frame_entry_off] == off.frame_entry_val;
             uint64_t code = u64_at(fw, off.frame_code) & ~static_cast<uint64_t>(off.executable_tag_mask);
             if (!code) continue;
 
@@ -200,9 +205,11 @@ struct Walker {
                 instr = lasti < 0 ? 0 : static_cast<uint32_t>(lasti);
             }
             t.frames.push_back({code, instr, csum});
+            t.entry.push_back(entry && instr != PBP_INSTR_UNKNOWN);
         }
         if (stale) {  // what was walked is stale: no stack
             t.frames.clear();
+            t.entry.clear();
             t.flags = 0;
             t.reason = PBP_ERR_CFRAME_STALE;
             return;

@@ -34,6 +34,10 @@ struct ThreadStack {
     // thread state in each; BPF takes the active one. Always true where not known (< 3.12).
     bool active = true;
     std::vector<pbp_frame> frames;  // leaf (innermost) first, like pbp_stack
+    // Per frame of frames: the first of an eval-loop call (what BPF's walk marks with
+    // PBP_INSTR_ENTRY under --native; enum pbp_native_entry): 3.11's entry frames, 3.12+'s frame
+    // before a shim frame; all false up to 3.10 (one frame per call, unmarked).
+    std::vector<bool> entry;
     uint16_t flags = 0;             // PBP_F_TRUNCATED, PBP_F_PARTIAL
     uint16_t reason = PBP_OK;       // why frames is empty or partial (enum pbp_reason)
 };

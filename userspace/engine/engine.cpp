@@ -19,6 +19,7 @@
 #include "engine/resource_sampler.h"
 #include "engine/snapshot.h"
 #include "engine/stack_store.h"
+#include "native/blocked_state.h"
 #include "native/native_stacks.h"
 #include "engine/symbolizer.h"
 #include "sys/preflight.h"
@@ -602,8 +603,8 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
     s.targets_.insert(t.pid);
     s.ever_.insert(t.pid);
     s.agg_->add_process(t.pid);
+    update_native(t.pid);  // first: a wall session's threads asleep now have their state read when seeded
     update_wall(t.pid);
-    update_native(t.pid);
     if (s.cfg_.async_tasks && !asyncio_->has(t.pid)) {
         pbp_proc proc{};
         std::string why;
@@ -753,10 +754,7 @@ void Engine::on_sample(const pbp_event& e) {
     // --async: the stack under its task chain, for the sessions that want it (made once).
     const uint32_t task_stack = with_task(e, stack);
     // --native: the stack with its kernel and native frames (made once), for those that want it.
-    uint32_t native_stack = stack;
-    if (native_ && e.kind == PBP_KIND_CPU)
-        if (auto n = native_pids_.find(static_cast<pid_t>(e.pid)); n != native_pids_.end())
-            native_stack = store_->with_startup_root(stack, native_->stack_for(e, stack, n->second));
+    const uint32_t native_stack = native_stack_for(e, stack);
     if (native_ && cfg_.knobs.debug)
         for (auto& note : native_->take_notes()) debug(note);
     // Made when a session asks for them: without kernel frames, and --native with --async.
@@ -1171,6 +1169,10 @@ void Engine::update_async(pid_t pid) {
 // One running is on CPU (no interval). An entry BPF made meanwhile is kept: BPF knows better.
 void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<const Session*>& wall) {
     const uint64_t now = mono_ns();
+    // --native: an asleep thread's machine state, read now, stands for its pending interval
+    // (BPF takes it when a thread blocks, which these did before anything was attached).
+    const bool native = native_ && native_pids_.count(pid) &&
+                        std::any_of(wall.begin(), wall.end(), [](const Session* s) { return s->cfg_.native; });
     std::vector<cpython::ThreadStack> stacks;
     std::string err;
     bool have_stacks = false;
@@ -1206,6 +1208,11 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<cons
                     const uint32_t id = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, e.wait);
                     seed_stacks_[static_cast<uint32_t>(tid)] = {pid, ts, id, e.wait};
                 }
+            if (native)
+                if (auto state = native::read_blocked_state(pid, tid, now)) {
+                    native_->on_blocked_state(*state);
+                    e.native_ts = now;
+                }
         }
         sampler_->seed_offcpu(static_cast<uint32_t>(tid), e);
     }
@@ -1221,7 +1228,8 @@ uint32_t Engine::stack_for(const pbp_event& e) {
             if (e.wait == it->second.wait) return it->second.stack_id;
             // (Another leaf: its code objects are in the symbolizer's cache since the seeding.)
             const auto& ts = it->second.stack;
-            return store_->stack_for_frames(static_cast<pid_t>(e.pid), ts.frames, ts.flags, ts.reason, e.wait);
+            return store_->stack_for_frames(static_cast<pid_t>(e.pid), ts.frames, ts.flags, ts.reason, e.wait,
+                                            &ts.entry);
         }
     }
     return store_->stack_for(e);
@@ -1232,6 +1240,23 @@ uint32_t Engine::with_task(const pbp_event& e, uint32_t stack, std::optional<uin
     if (!e.async_task || !async_pids_.count(static_cast<pid_t>(e.pid))) return base;
     const AsyncioTasks::Chain* ch = asyncio_->chain(static_cast<pid_t>(e.pid), e.async_task);
     return ch ? store_->task_stack(e, stack, ch->names, ch->coro_code, over) : base;
+}
+
+uint32_t Engine::native_stack_for(const pbp_event& e, uint32_t stack, std::optional<uint32_t> bare_stack) {
+    if (!native_) return stack;
+    auto n = native_pids_.find(static_cast<pid_t>(e.pid));
+    if (n == native_pids_.end()) return stack;
+    if (e.kind == PBP_KIND_CPU) return store_->with_startup_root(stack, native_->stack_for(e, stack, n->second));
+    // Off CPU (--mode wall): the machine state of the switch-out its stack was walked at, if it
+    // has one; merged without the wait leaf, which goes innermost, below the scheduler's frames.
+    if (e.kind != PBP_KIND_OFF_CPU || !e.cpu_clock_ns || e.wait <= PBP_WAIT_NONE || e.wait >= PBP_WAIT_COUNT)
+        return stack;
+    pbp_event bare = e;
+    bare.wait = PBP_WAIT_NONE;
+    const uint32_t plain = bare_stack ? *bare_stack : stack_for(bare);
+    const uint32_t merged = native_->offcpu_stack_for(e, plain, n->second);
+    if (merged == plain) return stack;
+    return store_->with_startup_root(stack, store_->with_wait_leaf(merged, e.wait));
 }
 
 void Engine::deliver(Session& s, const pbp_event& e, uint32_t stack) {
@@ -1269,8 +1294,10 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                 p.wait = en.wait;
                 p.gil = en.gil;
                 p.async_task = en.async_task;  // the task at its switch-out (--async)
+                p.cpu_clock_ns = en.approx ? 0 : en.native_ts;  // --native: its machine state
                 if (en.approx) p.flags |= PBP_F_AGGREGATE;
                 uint32_t stack = 0;
+                std::optional<uint32_t> bare;  // the stack read now, without the wait leaf
                 bool have = false;
                 // Never walked, or the walk at switch-out found no stack (e.g. the thread state not
                 // found yet at the switch-out right after start-up): the thread is still blocked
@@ -1287,12 +1314,19 @@ void Engine::flush_offcpu(Session& s, uint64_t end_ns) {
                     for (auto& ts : now_stacks)
                         if (ts.tid == tid && !ts.frames.empty()) {
                             stack = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, p.wait);
+                            if (s.cfg_.native)
+                                bare = store_->stack_for_frames(pid, ts.frames, ts.flags, ts.reason, PBP_WAIT_NONE,
+                                                                &ts.entry);
                             have = true;
                             break;
                         }
                     if (!have && en.reason == PBP_OK && !seed_stacks_.count(tid)) offcpu_stackless_++;
                 }
                 if (!have) stack = stack_for(p);
+                if (s.cfg_.native && !s.cfg_.async_tasks) {  // as on_sample gives them (not under tasks)
+                    stack = native_stack_for(p, stack, bare);
+                    if (!s.cfg_.kernel_frames) stack = store_->without_kernel_frames(stack);
+                }
                 if (p.weight_ns) deliver(s, p, stack);
             }
             for (uint8_t w = PBP_WAIT_SLEEP; w < PBP_WAIT_COUNT; w++) {

@@ -342,6 +342,10 @@ private:
     // A wall session's end: its targets' threads still off CPU, and their sums of short
     // intervals not emitted yet, become its samples up to end_ns.
     void flush_offcpu(Session& s, uint64_t end_ns);
+    // --native: sample e's stack with its kernel and native frames, for the sessions that want
+    // them (stack: its Python-only stack); stack itself when it has no machine state.
+    // bare_stack: e's Python-only stack without its wait leaf, when not e's own (read at the end).
+    uint32_t native_stack_for(const pbp_event& e, uint32_t stack, std::optional<uint32_t> bare_stack = std::nullopt);
     void deliver(Session& s, const pbp_event& e, uint32_t stack);
     // The stack of a sample record (StackStore::stack_for), or for an off-CPU record of a thread
     // BPF never walked, the stack read when it was seeded.

@@ -170,7 +170,7 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
 }
 
 uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                                      uint16_t reason, uint32_t wait) {
+                                      uint16_t reason, uint32_t wait, const std::vector<bool>* entry_leaf_first) {
     if (wait >= PBP_WAIT_COUNT) wait = 0;
     if (leaf_first.empty()) return synthetic_stack(reason_label(reason), wait);
     // Not cached by an id: such stacks are read a few times per process (a session's end, a
@@ -184,7 +184,20 @@ uint32_t StackStore::stack_for_frames(pid_t pid, const std::vector<pbp_frame>& l
     b.frames = symbolizer_.symbolize_into(pid, *buf_, frames_, problems);
     b.problem = problems.empty() ? "" : problems.begin()->first;
     uint32_t variant = (flags & PBP_F_PARTIAL) ? 2 + reason : (flags & PBP_F_TRUNCATED) ? 1 : 0;
-    return variant_stack(b, variant | (wait << kWaitShift));
+    const uint32_t stack = variant_stack(b, variant | (wait << kWaitShift));
+    // One frame per frame read (as resolve()): the marks line up with the frames.
+    if (entry_leaf_first && entry_leaf_first->size() >= n && b.frames.size() == n)
+        read_frames_[stack] = {b.frames, std::vector<bool>(entry_leaf_first->rend() - static_cast<std::ptrdiff_t>(n),
+                                                           entry_leaf_first->rend())};
+    return stack;
+}
+
+bool StackStore::python_frames_of(uint32_t stack, std::vector<uint32_t>& root_first, std::vector<bool>& entry) const {
+    auto it = read_frames_.find(stack);
+    if (it == read_frames_.end()) return false;
+    root_first = it->second.root_first;
+    entry = it->second.entry;
+    return true;
 }
 
 uint32_t StackStore::task_stack(const pbp_event& e, uint32_t plain, const std::vector<std::string>& chain,
@@ -272,6 +285,14 @@ uint32_t StackStore::without_kernel_frames(uint32_t stack) {
     if (problem_.size() <= idx) problem_.resize(idx + 1);
     if (idx != stack) problem_[idx] = problem_[stack];
     without_kernel_.emplace(stack, idx);
+    return idx;
+}
+
+uint32_t StackStore::with_wait_leaf(uint32_t stack, uint32_t wait) {
+    std::vector<uint32_t> frames = stacks_.at(stack);
+    frames.push_back(wait_frame(wait));
+    const uint32_t idx = intern_stack(frames);
+    if (idx != stack) problem_[idx] = problem_[stack];
     return idx;
 }
 

@@ -50,8 +50,9 @@ public:
     // BPF's format, leaf first, symbolized by the same Symbolizer, so a stack read this way
     // and a BPF sample of the same frames land on the same stack. No frames: the one-frame
     // "[reason]" stack. wait: an off-CPU sample's enum pbp_wait (its leaf), 0 for none.
+    // entry_leaf_first (ThreadStack::entry), when given, is kept for python_frames_of.
     uint32_t stack_for_frames(pid_t pid, const std::vector<pbp_frame>& leaf_first, uint16_t flags,
-                              uint16_t reason, uint32_t wait = 0);
+                              uint16_t reason, uint32_t wait = 0, const std::vector<bool>* entry_leaf_first = nullptr);
     // --async: the stack of sample e (its plain stack: stack_for(e)) taken while an asyncio task
     // ran: the task chain (synthetic "<task NAME>" frames, outermost awaiter first), then the
     // sample's frames from the task's coroutine frame (the outermost frame of code object
@@ -66,6 +67,9 @@ public:
                         uint64_t coro_code, std::optional<uint32_t> over = std::nullopt);
     // stack without its kernel frames (FrameKind::Kernel): for callers who may not see them.
     uint32_t without_kernel_frames(uint32_t stack);
+    // stack with the leaf of off-CPU wait reason wait ("[sleeping]", ...) as its innermost frame:
+    // an off-CPU sample's --native stack (its kernel frames end in the scheduler).
+    uint32_t with_wait_leaf(uint32_t stack, uint32_t wait);
     // Stack 'to' (made from stack 'from': its --native form) under the root [interpreter start-up]
     // frame of 'from', if it has one and 'to' has not (the native merge takes the Python frames
     // without their markers).
@@ -79,6 +83,8 @@ public:
     // first, with which of them is an eval-loop call's entry frame (PBP_INSTR_ENTRY; all false
     // when the walk did not mark them). False when the id is not known.
     bool python_frames(pid_t pid, uint64_t stack_id, std::vector<uint32_t>& root_first, std::vector<bool>& entry);
+    // The same for stack, made by stack_for_frames from a stack read with its entry marks.
+    bool python_frames_of(uint32_t stack, std::vector<uint32_t>& root_first, std::vector<bool>& entry) const;
     // A frame and a stack (root first) made elsewhere (the mixed stacks of --native).
     uint32_t intern_frame(const Frame& f) { return frames_.intern(f); }
     uint32_t intern_stack(const std::vector<uint32_t>& root_first);
@@ -105,6 +111,12 @@ private:
     };
 
     static constexpr uint32_t kWaitShift = 24;
+    // stack_for_frames's stacks with entry marks: stack -> its Python frames and their marks
+    struct ReadFrames {
+        std::vector<uint32_t> root_first;
+        std::vector<bool> entry;
+    };
+    std::unordered_map<uint32_t, ReadFrames> read_frames_;
     static constexpr uint32_t kStartupBit = 1u << 23;  // a variant under [interpreter start-up]
     uint32_t wait_frame(uint32_t wait);  // the interned leaf frame of a wait reason
     // "[name]" (none when name is "") and the leaf of wait (none when 0).

@@ -18,7 +18,29 @@ NativeStacks::NativeStacks(StackStore& store) : store_(store) {
 
 NativeStacks::~NativeStacks() = default;
 
+namespace {
+
+// The bytes of record ev: its header and its stack copy (an off-CPU one's may be wider).
+size_t record_bytes(const pbp_native_event& ev) {
+    const size_t most = (ev.flags & PBP_NATIVE_F_OFFCPU) ? PBP_NATIVE_USTACK_OFFCPU : PBP_NATIVE_USTACK;
+    return PBP_NATIVE_HEADER_BYTES + std::min<size_t>(ev.ustack_len, most);
+}
+
+// The BPF program's frames and the tracepoint's calling it: "[k] bpf_prog_<tag>_on_switch",
+// "[k] bpf_trace_run4", "[k] __bpf_trace_sched_switch", "[k] __traceiter_sched_switch".
+bool is_tracing_frame(const std::string& name) {
+    for (const char* p : {"[k] bpf_prog_", "[k] bpf_trace_run", "[k] __bpf_trace_", "[k] __traceiter_"})
+        if (name.rfind(p, 0) == 0) return true;
+    return false;
+}
+
+}  // namespace
+
 void NativeStacks::on_capture(const pbp_native_event& ev, size_t size) {
+    if (ev.flags & PBP_NATIVE_F_OFFCPU) {
+        if (size >= record_bytes(ev)) on_offcpu_capture(ev);
+        return;
+    }
     auto& buf = pending_[ev.tid];
     buf.resize(std::max(size, sizeof(pbp_native_event)));
     std::memcpy(buf.data(), &ev, size);
@@ -31,6 +53,10 @@ NativeStacks::Proc& NativeStacks::proc(pid_t pid) {
 }
 
 void NativeStacks::forget_process(pid_t pid) {
+    for (auto it = offcpu_.begin(); it != offcpu_.end();) {
+        if (!it->second.empty() && it->second.front().w.pid == static_cast<uint32_t>(pid)) it = offcpu_.erase(it);
+        else ++it;
+    }
     if (procs_.erase(pid)) files_.trim(mono_ns());
 }
 
@@ -60,19 +86,70 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
         return plain;
     }
     const uint64_t t0 = mono_ns();
+    Unwound w = unwind(*ev);
+    pending_.erase(pend);
+    return merged(w, e, plain, version_hex, t0);
+}
+
+void NativeStacks::on_blocked_state(const BlockedState& st) {
+    if (st.record.size() < sizeof(pbp_native_event)) return;
+    on_offcpu_capture(*reinterpret_cast<const pbp_native_event*>(st.record.data()), &st.kernel);
+}
+
+void NativeStacks::on_offcpu_capture(const pbp_native_event& ev, const std::vector<std::string>* kernel_names) {
+    auto& list = offcpu_[ev.tid];
+    if (offcpu_.size() > kMaxOffcpuThreads) {  // threads gone without their process: drop one
+        auto victim = offcpu_.begin();
+        if (victim->first == ev.tid) ++victim;
+        offcpu_.erase(victim);
+    }
+    const uint64_t t0 = mono_ns();
+    list.push_back({ev.ts_ns, unwind(ev), {}});
+    if (kernel_names)  // read by name (/proc), not captured by BPF
+        for (const std::string& name : *kernel_names) {
+            Frame f;
+            f.name = name;
+            f.kind = FrameKind::Kernel;
+            f.library = "[kernel]";
+            list.back().w.kernel.push_back(store_.intern_frame(f));
+        }
+    unwind_ns_ += mono_ns() - t0;
+    while (list.size() > kOffcpuPerThread) list.pop_front();
+}
+
+uint32_t NativeStacks::offcpu_stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex) {
+    auto t = offcpu_.find(e.tid);
+    if (!e.cpu_clock_ns || t == offcpu_.end()) return plain;
+    for (auto& c : t->second) {
+        if (c.ts_ns != e.cpu_clock_ns || c.w.pid != e.pid) continue;
+        auto m = c.merged.find(e.stack_id);
+        if (m != c.merged.end()) return m->second;
+        const uint32_t stack = merged(c.w, e, plain, version_hex, mono_ns());
+        c.merged.emplace(e.stack_id, stack);
+        return stack;
+    }
+    return plain;
+}
+
+NativeStacks::Unwound NativeStacks::unwind(const pbp_native_event& ev) {
+    const uint64_t t0 = mono_ns();
     if (t0 - trimmed_ns_ > 1000000000ULL) {  // the files no process maps any more
         files_.trim(t0);
         trimmed_ns_ = t0;
     }
+    Unwound w;
+    w.pid = ev.pid;
     const uint64_t cpu0 = timing_ ? thread_cpu_ns() : 0, refresh0 = files_.counters.refresh_cpu_ns;
-    Proc& p = proc(static_cast<pid_t>(e.pid));
-    const size_t size = PBP_NATIVE_HEADER_BYTES + std::min<size_t>(ev->ustack_len, PBP_NATIVE_USTACK);
-    UnwoundStack u = p.unwinder.unwind(*ev, size);
-    const uint64_t cpu1 = timing_ ? thread_cpu_ns() : 0, refresh1 = files_.counters.refresh_cpu_ns;
-
-    MergeInput in;
-    for (uint16_t i = 0; i < ev->kdepth && i < PBP_NATIVE_KSTACK; i++) {
-        const uint64_t a = ev->kstack[i];
+    Proc& p = proc(static_cast<pid_t>(ev.pid));
+    w.u = p.unwinder.unwind(ev, record_bytes(ev));
+    if (timing_) {
+        const uint64_t cpu1 = thread_cpu_ns(), refresh1 = files_.counters.refresh_cpu_ns;
+        p.refresh_cpu += refresh1 - refresh0;
+        p.unwind_cpu += (cpu1 - cpu0) - (refresh1 - refresh0);
+        unwind_cpu_ns_ += (cpu1 - cpu0) - (refresh1 - refresh0);
+    }
+    for (uint16_t i = 0; i < ev.kdepth && i < PBP_NATIVE_KSTACK; i++) {
+        const uint64_t a = ev.kstack[i];
         auto k = kernel_frames_.find(a);
         if (k == kernel_frames_.end()) {
             Frame f;
@@ -86,24 +163,39 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
             f.kind = FrameKind::Kernel;
             f.library = "[kernel]";
             k = kernel_frames_.emplace(a, store_.intern_frame(f)).first;
+            if (is_tracing_frame(f.name)) tracing_frames_.insert(k->second);
         }
-        in.kernel.push_back(k->second);
+        w.kernel.push_back(k->second);
     }
+    // An off-CPU capture is taken by the sched_switch program, whose own frames (and the
+    // tracepoint's) are innermost: the thread's stack ends in the scheduler.
+    if (ev.flags & PBP_NATIVE_F_OFFCPU) {
+        size_t own = 0;
+        while (own < w.kernel.size() && tracing_frames_.count(w.kernel[own])) own++;
+        w.kernel.erase(w.kernel.begin(), w.kernel.begin() + static_cast<std::ptrdiff_t>(own));
+    }
+    return w;
+}
+
+uint32_t NativeStacks::merged(const Unwound& w, const pbp_event& e, uint32_t plain, uint32_t version_hex,
+                              uint64_t t0) {
+    Proc& p = proc(static_cast<pid_t>(e.pid));
+    const uint64_t cpu1 = timing_ ? thread_cpu_ns() : 0, refresh1 = files_.counters.refresh_cpu_ns;
+    MergeInput in;
+    in.kernel = w.kernel;
     // The interpreter's own file: the one holding the eval loop.
     std::string interpreter;
     std::vector<const Frame*> named;
-    named.reserve(u.pcs.size());
-    for (uint64_t pc : u.pcs) {
+    named.reserve(w.u.pcs.size());
+    for (uint64_t pc : w.u.pcs) {
         const Frame& f = p.symbols.frame_at(pc);
         named.push_back(&f);
         if (interpreter.empty() && is_eval_loop(f.name)) interpreter = f.library;
     }
     if (timing_) {
         const uint64_t cpu2 = thread_cpu_ns(), refresh2 = files_.counters.refresh_cpu_ns;
-        p.refresh_cpu += refresh2 - refresh0;
-        p.unwind_cpu += (cpu1 - cpu0) - (refresh1 - refresh0);
+        p.refresh_cpu += refresh2 - refresh1;
         p.symbols_cpu += (cpu2 - cpu1) - (refresh2 - refresh1);
-        unwind_cpu_ns_ += (cpu1 - cpu0) - (refresh1 - refresh0);
         symbols_cpu_ns_ += (cpu2 - cpu1) - (refresh2 - refresh1);
         p.samples++;
     }
@@ -118,25 +210,26 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
                                                                                          : NativeRole::Keep;
         in.native.push_back({intern_native(p, *f), role});
     }
-    in.native_complete = u.complete;
+    in.native_complete = w.u.complete;
     in.rule = version_hex >= 0x030b0000 ? EntryRule::Marked : EntryRule::OnePerEval;
     std::vector<uint32_t> root_first;
     std::vector<bool> entry;
-    if (e.stack_id && store_.python_frames(static_cast<pid_t>(e.pid), e.stack_id, root_first, entry)) {
+    // No BPF stack id: a stack read from userspace (a thread asleep since before the session).
+    if (e.stack_id ? store_.python_frames(static_cast<pid_t>(e.pid), e.stack_id, root_first, entry)
+                   : store_.python_frames_of(plain, root_first, entry)) {
         for (size_t i = root_first.size(); i-- > 0;) in.python.push_back({root_first[i], entry[i]});
     }
     MergeOutput m = merge(in, incomplete_);
-    pending_.erase(pend);
     unwound_++;
     exact_ += m.exact;
     unwind_ns_ += mono_ns() - t0;
     if (timing_ && m.exact && !p.told) {
         p.told = true;
         const uint64_t now = mono_ns();
-        auto w = watched_ns_.find(static_cast<pid_t>(e.pid));
+        auto wt = watched_ns_.find(static_cast<pid_t>(e.pid));
         auto ms = [](uint64_t ns) { return std::to_string(ns / 1000000) + "." + std::to_string(ns / 100000 % 10); };
         notes_.push_back("native: PID " + std::to_string(e.pid) + " first stack merged at mono_ns " + std::to_string(now) +
-                         (w != watched_ns_.end() ? ", " + ms(now - w->second) + " ms after native capture began" : "") +
+                         (wt != watched_ns_.end() ? ", " + ms(now - wt->second) + " ms after native capture began" : "") +
                          " (sample taken " + ms(now > e.ts_ns ? now - e.ts_ns : 0) + " ms before); set-up CPU " +
                          ms(p.refresh_cpu + p.unwind_cpu + p.symbols_cpu) + " ms over " + std::to_string(p.samples) +
                          " samples: maps and modules " + ms(p.refresh_cpu) + " ms, unwind " + ms(p.unwind_cpu) +
@@ -145,7 +238,7 @@ uint32_t NativeStacks::stack_for(const pbp_event& e, uint32_t plain, uint32_t ve
     // A sample without Python frames (a thread in C only, or no thread state) is its native
     // stack under plain's "[reason]" frame.
     std::vector<uint32_t> out(m.leaf_first.rbegin(), m.leaf_first.rend());
-    if (!e.stack_id) {
+    if (in.python.empty()) {
         const auto& base = store_.stacks().at(plain);
         out.insert(out.begin(), base.begin(), base.end());
     }

@@ -6,13 +6,16 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/stack_store.h"
+#include "native/blocked_state.h"
 #include "native/file_symbols.h"
 #include "native/native_symbols.h"
 #include "native/process_modules.h"
@@ -33,6 +36,14 @@ public:
     // machine state (BPF could not send it, or not asked for this process). version_hex: the
     // process's PY_VERSION_HEX (how its eval-loop calls map to Python frames).
     uint32_t stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex);
+    // --mode wall: the mixed stack of off-CPU sample e (its Python-only stack without the wait
+    // leaf: plain), from the machine state taken at the switch-out whose walk its stack came
+    // from (PBP_NATIVE_F_OFFCPU, ts_ns == e.cpu_clock_ns), kept unwound per thread (its last
+    // kOffcpuPerThread); plain when there is none. The caller adds the wait leaf.
+    uint32_t offcpu_stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex);
+    // The state of a thread asleep since before its wall session began (read_blocked_state),
+    // as an off-CPU capture of ts_ns st's: its pending interval's record carries it.
+    void on_blocked_state(const BlockedState& st);
     void forget_process(pid_t pid);
     // PYBPFPROF_DEBUG: time the set-up (thread CPU clock) and say, per process, when its first
     // stack was merged exactly and what it cost (take_notes()).
@@ -64,6 +75,29 @@ private:
     };
     Proc& proc(pid_t pid);
     uint32_t intern_native(Proc& p, const Frame& f);
+    // A machine state unwound: its native pcs, and its kernel frames (interned).
+    struct Unwound {
+        uint32_t pid = 0;
+        UnwoundStack u;
+        std::vector<uint32_t> kernel;
+    };
+    Unwound unwind(const pbp_native_event& ev);
+    // w merged with e's Python frames (plain: e's stack, for one without them); t0: when the
+    // work on it began (the unwind_ns count).
+    uint32_t merged(const Unwound& w, const pbp_event& e, uint32_t plain, uint32_t version_hex, uint64_t t0);
+    // kernel_names: its kernel frames by name (a BlockedState's), else from ev.kstack
+    void on_offcpu_capture(const pbp_native_event& ev, const std::vector<std::string>* kernel_names = nullptr);
+    // An off-CPU machine state, unwound when it came, and the stacks merged from it (per BPF
+    // stack id: the switch-outs from its place reuse it, whatever Python stack they had).
+    struct OffcpuCapture {
+        uint64_t ts_ns = 0;
+        Unwound w;
+        std::unordered_map<uint64_t, uint32_t> merged;
+    };
+    // Two per thread, as BPF keeps two places per thread (pbp_offcpu.seen), and one more: the
+    // interval of a new place may still be pending when the next place's state comes.
+    static constexpr size_t kOffcpuPerThread = 3;
+    static constexpr size_t kMaxOffcpuThreads = 1 << 16;
 
     StackStore& store_;
     FileCache files_;  // before procs_: their modules hold its files
@@ -73,6 +107,8 @@ private:
     std::map<pid_t, std::unique_ptr<Proc>> procs_;
     // tid -> the last machine state, waiting for its sample record
     std::unordered_map<uint32_t, std::vector<uint8_t>> pending_;
+    std::unordered_map<uint32_t, std::deque<OffcpuCapture>> offcpu_;  // tid -> its last ones
+    std::unordered_set<uint32_t> tracing_frames_;  // kernel frames of the capturing program's call
     uint32_t incomplete_ = 0;  // the interned "[native stack incomplete]"
     uint64_t unwound_ = 0, exact_ = 0, unwind_ns_ = 0;
     bool timing_ = false;

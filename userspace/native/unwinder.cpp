@@ -79,6 +79,17 @@ UnwoundStack Unwinder::unwind(const pbp_native_event& ev, size_t size) {
     cur_.len = std::min<uint64_t>(ev.ustack_len, have);
     Walk w{&out};
     int rc = dwfl_getthread_frames(modules_.dwfl(), static_cast<pid_t>(ev.tid), on_frame, &w);
+    // Stopped at a return address in no known file: a library loaded since the maps were read
+    // (an extension module imported), which the first pc did not show. Once more, with them
+    // read again (module_at does, at most every 20 ms).
+    if (rc != 0 && !out.pcs.empty() && out.pcs.size() < kMaxNativeFrames &&
+        !dwfl_addrmodule(modules_.dwfl(), out.pcs.back())) {
+        const uint32_t epoch = modules_.epoch();
+        if (modules_.module_at(out.pcs.back()) && modules_.epoch() != epoch && attach()) {
+            out.pcs.clear();
+            rc = dwfl_getthread_frames(modules_.dwfl(), static_cast<pid_t>(ev.tid), on_frame, &w);
+        }
+    }
     // 0: unwound to a frame without a caller (the CFI says the return address is undefined).
     out.complete = rc == 0;
     cur_.ev = nullptr;
