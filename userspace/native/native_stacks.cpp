@@ -54,8 +54,12 @@ NativeStacks::Proc& NativeStacks::proc(pid_t pid) {
 
 void NativeStacks::forget_process(pid_t pid) {
     for (auto it = offcpu_.begin(); it != offcpu_.end();) {
-        if (!it->second.empty() && it->second.front().w.pid == static_cast<uint32_t>(pid)) it = offcpu_.erase(it);
-        else ++it;
+        if (!it->second.empty() && it->second.front().pid == static_cast<uint32_t>(pid)) {
+            for (auto& c : it->second) drop_raw(c);
+            it = offcpu_.erase(it);
+        } else {
+            ++it;
+        }
     }
     if (procs_.erase(pid)) files_.trim(mono_ns());
 }
@@ -101,29 +105,54 @@ void NativeStacks::on_offcpu_capture(const pbp_native_event& ev, const std::vect
     if (offcpu_.size() > kMaxOffcpuThreads) {  // threads gone without their process: drop one
         auto victim = offcpu_.begin();
         if (victim->first == ev.tid) ++victim;
+        for (auto& c : victim->second) drop_raw(c);
         offcpu_.erase(victim);
     }
-    const uint64_t t0 = mono_ns();
-    list.push_back({ev.ts_ns, unwind(ev), {}});
+    list.emplace_back();
+    OffcpuCapture& c = list.back();
+    c.ts_ns = ev.ts_ns;
+    c.pid = ev.pid;
+    const size_t size = record_bytes(ev);
+    // As long as the record, as the ring buffer's was (read within its header and ustack_len)
+    c.raw.assign(reinterpret_cast<const uint8_t*>(&ev), reinterpret_cast<const uint8_t*>(&ev) + size);
+    raw_bytes_ += c.raw.size();
+    if (kernel_names || raw_bytes_ > kMaxRawBytes) unwind_capture(c);
     if (kernel_names)  // read by name (/proc), not captured by BPF
         for (const std::string& name : *kernel_names) {
             Frame f;
             f.name = name;
             f.kind = FrameKind::Kernel;
             f.library = "[kernel]";
-            list.back().w.kernel.push_back(store_.intern_frame(f));
+            c.w.kernel.push_back(store_.intern_frame(f));
         }
+    while (list.size() > kOffcpuPerThread) {
+        drop_raw(list.front());
+        list.pop_front();
+    }
+}
+
+void NativeStacks::unwind_capture(OffcpuCapture& c) {
+    if (c.unwound) return;
+    const uint64_t t0 = mono_ns();
+    c.w = unwind(*reinterpret_cast<const pbp_native_event*>(c.raw.data()));
+    c.unwound = true;
+    drop_raw(c);
     unwind_ns_ += mono_ns() - t0;
-    while (list.size() > kOffcpuPerThread) list.pop_front();
+}
+
+void NativeStacks::drop_raw(OffcpuCapture& c) {
+    raw_bytes_ -= c.raw.size();
+    std::vector<uint8_t>().swap(c.raw);
 }
 
 uint32_t NativeStacks::offcpu_stack_for(const pbp_event& e, uint32_t plain, uint32_t version_hex) {
     auto t = offcpu_.find(e.tid);
     if (!e.cpu_clock_ns || t == offcpu_.end()) return plain;
     for (auto& c : t->second) {
-        if (c.ts_ns != e.cpu_clock_ns || c.w.pid != e.pid) continue;
+        if (c.ts_ns != e.cpu_clock_ns || c.pid != e.pid) continue;
         auto m = c.merged.find(e.stack_id);
         if (m != c.merged.end()) return m->second;
+        unwind_capture(c);
         const uint32_t stack = merged(c.w, e, plain, version_hex, mono_ns());
         c.merged.emplace(e.stack_id, stack);
         return stack;
