@@ -45,6 +45,10 @@ public:
     // as an off-CPU capture of ts_ns st's: its pending interval's record carries it.
     void on_blocked_state(const BlockedState& st);
     void forget_process(pid_t pid);
+    // Bytes of off-CPU captures kept as they came (not unwound yet): at most kMaxRawBytes and
+    // one capture more.
+    size_t offcpu_raw_bytes() const { return raw_bytes_; }
+    static constexpr size_t kMaxRawBytes = 32u << 20;
     // PYBPFPROF_DEBUG: time the set-up (thread CPU clock) and say, per process, when its first
     // stack was merged exactly and what it cost (take_notes()).
     void set_timing(bool on);
@@ -103,7 +107,6 @@ private:
     };
     void unwind_capture(OffcpuCapture& c);
     void drop_raw(OffcpuCapture& c);
-    static constexpr size_t kMaxRawBytes = 32u << 20;
     size_t raw_bytes_ = 0;
     // Two per thread, as BPF keeps two places per thread (pbp_offcpu.seen), and one more: the
     // interval of a new place may still be pending when the next place's state comes.
