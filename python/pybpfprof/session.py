@@ -247,8 +247,9 @@ class Session(object):
     a leaf saying why they waited) or "gil" (the on-CPU samples that hold the GIL); see
     docs/modes.md. ``min_block``: with mode "wall", the off-CPU interval in seconds under
     which intervals are summed per thread and reason rather than kept one by one (10e-6 to 1;
-    default 0.001). ``native``: each on-CPU sample also has its native (C, C++) and kernel
-    frames, with the Python frames at their place, as ``pybpfprof --native`` (docs/native.md;
+    default 0.001). ``native``: each on-CPU sample (and with mode "wall" each off-CPU
+    interval) also has its native (C, C++) and kernel frames, with the Python frames at their
+    place, as ``pybpfprof --native`` (docs/native.md;
     through the agent, kernel frames only for those who may see kernel stacks).
 
     Thread-safe: start, snapshot and stop may be called from different threads (one
