@@ -1,5 +1,5 @@
-// native/blocked_state: reading /proc/PID/task/TID/syscall and .../stack, and a real blocked
-// thread's state (its own process's: no privilege needed to read one's own threads).
+// native/blocked_state: reading /proc/PID/task/TID/stack, and a real blocked thread's state
+// (its sp and pc from procfs::read_syscall, tested in test_procfs.cpp) (its own process's: no privilege needed to read one's own threads).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,22 +14,6 @@
 #include "pybpfprof/abi.h"
 
 using namespace pbp::native;
-
-TEST(BlockedState, SyscallPlaceIsItsLastTwoFields) {
-    auto p = parse_syscall_place("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n");
-    ASSERT_TRUE(p);
-    EXPECT_EQ(p->sp, 0x7ffde32b6458u);
-    EXPECT_EQ(p->pc, 0x7f024eaed503u);
-}
-
-TEST(BlockedState, NoPlaceWhenRunningOrOutsideASystemCall) {
-    EXPECT_FALSE(parse_syscall_place("running\n"));
-    EXPECT_FALSE(parse_syscall_place("-1 0x7ffde32b6458 0x7f024eaed503\n"));
-    EXPECT_FALSE(parse_syscall_place(""));
-    EXPECT_FALSE(parse_syscall_place("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 zz\n"));
-    EXPECT_FALSE(parse_syscall_place("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x0 0x7f024eaed503\n"));  // sp 0
-    EXPECT_FALSE(parse_syscall_place("x 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n"));
-}
 
 TEST(BlockedState, KernelStackNames) {
     auto k = parse_kernel_stack(

@@ -63,3 +63,24 @@ TEST(Procfs, ASleepingThreadsSwitchCountStaysUntilItWakes) {
 
 }  // namespace
 }  // namespace pbp
+
+// /proc/PID/task/TID/syscall: the number, six arguments, the user sp and pc.
+TEST(Procfs, SyscallLineOfAThreadInASystemCall) {
+    auto l = pbp::procfs::parse_syscall("202 0x7f0000001000 0x80 0x0 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n");
+    ASSERT_TRUE(l);
+    EXPECT_EQ(l->nr, 202);
+    EXPECT_EQ(l->args[0], 0x7f0000001000u);
+    EXPECT_EQ(l->args[1], 0x80u);
+    EXPECT_EQ(l->sp, 0x7ffde32b6458u);
+    EXPECT_EQ(l->pc, 0x7f024eaed503u);
+}
+
+TEST(Procfs, NoSyscallLineWhenRunningOrOutsideASystemCall) {
+    using pbp::procfs::parse_syscall;
+    EXPECT_FALSE(parse_syscall("running\n"));
+    EXPECT_FALSE(parse_syscall("-1 0x7ffde32b6458 0x7f024eaed503\n"));
+    EXPECT_FALSE(parse_syscall(""));
+    EXPECT_FALSE(parse_syscall("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 zz\n"));
+    EXPECT_FALSE(parse_syscall("x 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n"));
+    EXPECT_FALSE(parse_syscall("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458\n"));  // no pc
+}

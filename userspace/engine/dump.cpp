@@ -27,16 +27,10 @@ namespace pbp {
 namespace {
 
 // Whether thread tid is asleep in a futex wait on an address inside the GIL (its mutex or
-// condition variable: take_gil). /proc/PID/task/TID/syscall is "NR ARG0 ..." (NR in decimal,
-// the arguments in hex) while the thread is in a system call, "running" or "-1 ..." otherwise;
-// reading it needs what reading the memory needs (ptrace access), no stop.
+// condition variable: take_gil), from its /proc/PID/task/TID/syscall.
 bool waits_on(pid_t pid, pid_t tid, const cpython::GilRange& gil) {
-    const std::string text =
-        procfs::read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/syscall");
-    long nr = -1;
-    unsigned long long uaddr = 0;
-    if (sscanf(text.c_str(), "%ld %llx", &nr, &uaddr) != 2) return false;
-    return nr == SYS_futex && gil.contains(uaddr);
+    auto sc = procfs::read_syscall(pid, tid);
+    return sc && sc->nr == SYS_futex && gil.contains(sc->args[0]);
 }
 
 // A running thread read mid-change: the walk stopped on a frame or code object that was being

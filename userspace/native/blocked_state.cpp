@@ -1,34 +1,14 @@
 #include "native/blocked_state.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "pybpfprof/abi.h"
 #include "sys/procfs.h"
+#include "sys/target_memory.h"
 
 namespace pbp::native {
-
-std::optional<SyscallPlace> parse_syscall_place(const std::string& text) {
-    std::istringstream is(text);
-    std::vector<std::string> f;
-    for (std::string w; is >> w;) f.push_back(w);
-    if (f.size() != 9) return std::nullopt;  // "running", or "-1 SP PC"
-    try {
-        if (std::stol(f[0]) < 0) return std::nullopt;
-        size_t used = 0;
-        SyscallPlace p;
-        p.sp = std::stoull(f[7], &used, 16);
-        if (used != f[7].size()) return std::nullopt;
-        p.pc = std::stoull(f[8], &used, 16);
-        if (used != f[8].size() || !p.sp || !p.pc) return std::nullopt;
-        return p;
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
-}
 
 std::vector<std::string> parse_kernel_stack(const std::string& text) {
     std::vector<std::string> out;
@@ -49,15 +29,12 @@ namespace {
 
 // Up to n bytes at addr in pid's memory, page by page: as far as the mapping goes.
 size_t read_stack(pid_t pid, uint64_t addr, uint8_t* buf, size_t n) {
+    ProcessMemory mem(pid);
     size_t got = 0;
     while (got < n) {
-        const size_t page = PBP_NATIVE_PAGE - ((addr + got) & (PBP_NATIVE_PAGE - 1));
-        const size_t want = std::min(n - got, page);
-        iovec local{buf + got, want}, remote{reinterpret_cast<void*>(addr + got), want};
-        const ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (r <= 0) break;
-        got += static_cast<size_t>(r);
-        if (static_cast<size_t>(r) < want) break;
+        const size_t want = std::min(n - got, PBP_NATIVE_PAGE - ((addr + got) & (PBP_NATIVE_PAGE - 1)));
+        if (!mem.read(addr + got, buf + got, want)) break;
+        got += want;
     }
     return got;
 }
@@ -68,9 +45,8 @@ std::optional<BlockedState> read_blocked_state(pid_t pid, pid_t tid, uint64_t ts
     const std::string task = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid);
     auto before = procfs::read_task_status(pid, tid);
     if (!before || (before->state != 'S' && before->state != 'D')) return std::nullopt;
-    const std::string place_text = procfs::read_text(task + "/syscall");
-    auto place = parse_syscall_place(place_text);
-    if (!place) return std::nullopt;
+    auto place = procfs::read_syscall(pid, tid);
+    if (!place || !place->sp || !place->pc) return std::nullopt;
     BlockedState st;
     st.kernel = parse_kernel_stack(procfs::read_text(task + "/stack"));
     st.record.assign(PBP_NATIVE_HEADER_BYTES + PBP_NATIVE_USTACK_OFFCPU, 0);
@@ -78,7 +54,7 @@ std::optional<BlockedState> read_blocked_state(pid_t pid, pid_t tid, uint64_t ts
     if (!got) return std::nullopt;
     // Still blocked where it was, and never switched in meanwhile: the copy is of that place.
     auto after = procfs::read_task_status(pid, tid);
-    if (!after || after->switches != before->switches || procfs::read_text(task + "/syscall") != place_text)
+    if (!after || after->switches != before->switches || procfs::read_syscall(pid, tid) != place)
         return std::nullopt;
     st.record.resize(std::max(PBP_NATIVE_HEADER_BYTES + got, sizeof(pbp_native_event)));  // read as one
     pbp_native_event h{};

@@ -27,12 +27,6 @@ struct BlockedState {
 // (running, or in no system call), cannot be read, or ran while it was read.
 std::optional<BlockedState> read_blocked_state(pid_t pid, pid_t tid, uint64_t ts_ns);
 
-// "NR ARG0..ARG5 SP PC" of /proc/PID/task/TID/syscall: the user sp and pc; none for "running",
-// "-1 SP PC" (blocked outside a system call) or anything else.
-struct SyscallPlace {
-    uint64_t sp = 0, pc = 0;
-};
-std::optional<SyscallPlace> parse_syscall_place(const std::string& text);
 // The function names of /proc/PID/task/TID/stack's lines ("[<0>] do_nanosleep+0x71/0x130"),
 // as "[k] do_nanosleep".
 std::vector<std::string> parse_kernel_stack(const std::string& text);

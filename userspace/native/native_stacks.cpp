@@ -132,10 +132,9 @@ void NativeStacks::on_offcpu_capture(const pbp_native_event& ev, const std::vect
 }
 
 void NativeStacks::unwind_capture(OffcpuCapture& c) {
-    if (c.unwound) return;
+    if (c.raw.empty()) return;  // unwound already
     const uint64_t t0 = mono_ns();
     c.w = unwind(*reinterpret_cast<const pbp_native_event*>(c.raw.data()));
-    c.unwound = true;
     drop_raw(c);
     unwind_ns_ += mono_ns() - t0;
 }
@@ -167,7 +166,6 @@ NativeStacks::Unwound NativeStacks::unwind(const pbp_native_event& ev) {
         trimmed_ns_ = t0;
     }
     Unwound w;
-    w.pid = ev.pid;
     const uint64_t cpu0 = timing_ ? thread_cpu_ns() : 0, refresh0 = files_.counters.refresh_cpu_ns;
     Proc& p = proc(static_cast<pid_t>(ev.pid));
     w.u = p.unwinder.unwind(ev, record_bytes(ev));

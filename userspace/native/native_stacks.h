@@ -81,7 +81,6 @@ private:
     uint32_t intern_native(Proc& p, const Frame& f);
     // A machine state unwound: its native pcs, and its kernel frames (interned).
     struct Unwound {
-        uint32_t pid = 0;
         UnwoundStack u;
         std::vector<uint32_t> kernel;
     };
@@ -100,8 +99,7 @@ private:
     struct OffcpuCapture {
         uint64_t ts_ns = 0;
         uint32_t pid = 0;
-        std::vector<uint8_t> raw;  // the record, until unwound
-        bool unwound = false;
+        std::vector<uint8_t> raw;  // the record, until unwound (then empty)
         Unwound w;
         std::unordered_map<uint64_t, uint32_t> merged;
     };

@@ -154,4 +154,31 @@ std::string openable_path(pid_t pid, const Mapping& m) {
     return "/proc/" + std::to_string(pid) + "/root" + path;
 }
 
+std::optional<SyscallLine> parse_syscall(const std::string& text) {
+    std::istringstream is(text);
+    std::vector<std::string> f;
+    for (std::string w; is >> w;) f.push_back(w);
+    if (f.size() != 9) return std::nullopt;
+    SyscallLine l;
+    size_t used = 0;
+    try {
+        l.nr = std::stol(f[0], &used, 10);
+        if (used != f[0].size() || l.nr < 0) return std::nullopt;
+        for (size_t i = 1; i < 9; i++) {
+            const uint64_t v = std::stoull(f[i], &used, 16);
+            if (used != f[i].size()) return std::nullopt;
+            if (i <= 6) l.args[i - 1] = v;
+            else if (i == 7) l.sp = v;
+            else l.pc = v;
+        }
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    return l;
+}
+
+std::optional<SyscallLine> read_syscall(pid_t pid, pid_t tid) {
+    return parse_syscall(read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/syscall"));
+}
+
 }  // namespace pbp::procfs

@@ -33,6 +33,19 @@ struct Status {
 std::optional<Status> read_status(pid_t pid);
 std::optional<Status> read_task_status(pid_t pid, pid_t tid);
 
+// /proc/PID/task/TID/syscall of a thread in a system call: "NR ARG0 .. ARG5 SP PC" (NR in
+// decimal, the others in hex: the user sp and pc it entered the kernel with). Reading it needs
+// what reading the memory needs (ptrace access), no stop. None for "running", "-1 SP PC"
+// (blocked outside a system call) or anything else.
+struct SyscallLine {
+    long nr = -1;
+    uint64_t args[6] = {};
+    uint64_t sp = 0, pc = 0;
+    bool operator==(const SyscallLine&) const = default;
+};
+std::optional<SyscallLine> parse_syscall(const std::string& text);
+std::optional<SyscallLine> read_syscall(pid_t pid, pid_t tid);
+
 // A whole (small, /proc or /sys) file; "" if it cannot be read.
 std::string read_text(const std::string& path);
 
