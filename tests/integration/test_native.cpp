@@ -809,6 +809,77 @@ TEST_F(NativeAgent, KernelFramesForThoseWhoMaySeeKernelStacks) {
     }
 }
 
+// Off CPU through the agent, the same rule: --mode wall --native on a user's own process, one
+// thread asleep in select since before the run (its state read from /proc, kernel stack
+// included, by the agent as root) and one sleeping 50 ms at a time (captured by BPF). The admin
+// gets both with native and kernel frames; a user who may not see kernel stacks gets the same
+// native frames and not one kernel frame, from either source.
+TEST_F(NativeAgent, OffCpuKernelFramesForThoseWhoMaySeeKernelStacks) {
+    struct Seen {
+        uint64_t asleep = 0, native = 0, kernel = 0;
+    };
+    auto profile_as = [&](const std::string& user, CmdResult& r, std::map<std::string, Seen>& seen) {
+        Child idle(as_user(user, {"/usr/bin/python3", "-c",
+                                  "import select, threading, time\n"
+                                  "def waiter():\n"
+                                  "    select.select([], [], [], 600)\n"
+                                  "def sleeper():\n"
+                                  "    time.sleep(0.05)\n"
+                                  "threading.Thread(target=waiter, daemon=True).start()\n"
+                                  "print('ready', flush=True)\n"
+                                  "while True:\n"
+                                  "    sleeper()\n"}),
+                   dir);
+        if (!idle.wait_for_out("ready", 60)) return;
+        usleep(500000);  // the waiter asleep in select
+        const std::string out = dir + "/" + user + "/wall.folded";
+        r = client(user, {"-q", "--mode", "wall", "-f", "collapsed", "-d", "2", "-o", out, "--pid",
+                          std::to_string(idle.pid())});
+        if (r.status != 0) return;
+        for (const Folded& f : read_folded(read_file(out))) {
+            if (f.frames.back() != "[sleeping]") continue;
+            for (const char* caller : {"waiter", "sleeper"}) {
+                size_t at = f.frames.size();
+                for (size_t i = 0; i < f.frames.size(); i++)
+                    if (kind_of(f.frames[i]) == Kind::Python && named(f.frames[i], caller)) at = i;
+                if (at == f.frames.size()) continue;
+                Seen& s = seen[caller];
+                s.asleep += f.count;
+                bool native = false, kernel = false;
+                for (size_t i = at + 1; i < f.frames.size(); i++) {
+                    native |= kind_of(f.frames[i]) == Kind::Native;
+                    kernel |= kind_of(f.frames[i]) == Kind::Kernel;
+                }
+                s.native += native ? f.count : 0;
+                s.kernel += kernel ? f.count : 0;
+            }
+        }
+    };
+    CmdResult ra, rb;
+    std::map<std::string, Seen> adm, user;
+    profile_as("pbp-test-adm", ra, adm);
+    ASSERT_EQ(ra.status, 0) << ra.err << agent.err();
+    profile_as("pbp-test-a", rb, user);
+    ASSERT_EQ(rb.status, 0) << rb.err << agent.err();
+    for (const char* caller : {"waiter", "sleeper"}) {
+        const Seen& a = adm[caller];
+        const Seen& u = user[caller];
+        ASSERT_GT(a.asleep, 1'000'000'000u) << caller << "\n" << ra.err;
+        ASSERT_GT(u.asleep, 1'000'000'000u) << caller << "\n" << rb.err;
+        EXPECT_GE(a.native * 10, a.asleep * 9) << caller << ": " << a.native << " of " << a.asleep;
+        EXPECT_GE(a.kernel * 10, a.asleep * 9) << caller << ": " << a.kernel << " of " << a.asleep;
+        EXPECT_GE(u.native * 10, u.asleep * 9) << caller << ": " << u.native << " of " << u.asleep;
+        if (perf_event_paranoid() >= 2) {
+            EXPECT_EQ(u.kernel, 0u) << caller;
+        } else {
+            EXPECT_GE(u.kernel * 10, u.asleep * 9) << caller;
+        }
+    }
+    if (perf_event_paranoid() >= 2) {
+        EXPECT_NE(rb.err.find(kNoKernelWarning), std::string::npos) << rb.err;
+    }
+}
+
 // An agent started with --no-native refuses a --native session in one line and serves others.
 TEST_F(NativeAgent, AnAgentWithoutNativeSaysSo) {
     agent = Child();
