@@ -305,6 +305,7 @@ Kind kind_of(const std::string& fr) {
 struct WaitCount {
     uint64_t asleep = 0, exact = 0;
     uint64_t marked = 0;  // the same, but "[native stack incomplete]" right below the caller
+    uint64_t unknown = 0;  // with a native frame in no file ("[unknown] 0x..."): a wrong unwind
     std::string bad;
 };
 WaitCount count_wait(const std::string& folded_path, const std::string& caller) {
@@ -321,8 +322,10 @@ WaitCount count_wait(const std::string& folded_path, const std::string& caller) 
         size_t native = 0, kernel = 0;
         bool ordered = callers == 1, own = false;
         const bool marked = at + 1 < f.frames.size() && f.frames[at + 1] == "[native stack incomplete]";
+        bool unknown = false;
         for (size_t i = at + 1 + marked; i + 1 < f.frames.size(); i++) {
             const Kind k = kind_of(f.frames[i]);
+            unknown |= f.frames[i].rfind("[unknown]", 0) == 0;
             if (k == Kind::Native && !kernel) native++;
             else if (k == Kind::Kernel) kernel++;
             else ordered = false;  // Python or a marker below the caller, or native under kernel
@@ -331,6 +334,7 @@ WaitCount count_wait(const std::string& folded_path, const std::string& caller) 
         if (ordered && native && kernel && !own) {
             (marked ? c.marked : c.exact) += f.count;
         }
+        if (unknown) c.unknown += f.count;
         if ((!ordered || !native || !kernel || own || marked) && c.bad.size() < 4000) {
             for (auto& fr : f.frames) c.bad += fr + ";";
             c.bad += " " + std::to_string(f.count) + "\n";
@@ -372,6 +376,9 @@ TEST_P(Native, OffCpuIntervalsCarryTheirNativeAndKernelFrames) {
         EXPECT_GT(c.asleep, 1'000'000'000u) << caller << ": " << c.asleep << "\n" << read_file(out).substr(0, 3000);
         EXPECT_GE(c.exact * 100, c.asleep * 90) << caller << ": " << c.exact << " of " << c.asleep << " ns exact; others:\n"
                                                 << c.bad;
+        // Every file here is one the process maps: a frame in none is a wrong unwind (a
+        // just-imported module's frames unwound without its CFI).
+        EXPECT_EQ(c.unknown, 0u) << caller << ": " << c.unknown << " ns under a frame in no file:\n" << c.bad;
     }
 }
 

@@ -162,9 +162,16 @@ bool ProcessModules::refresh() {
 Dwfl_Module* ProcessModules::module_at(uint64_t pc) {
     if (!dwfl_ && !refresh()) return nullptr;
     Dwfl_Module* m = dwfl_addrmodule(dwfl_, pc);
-    // Not more than every 20 ms (a pc in no file at all, JIT code, would read the maps at every
-    // sample); a library just loaded (an import) is found within that.
-    if (!m && mono_ns() - last_refresh_ns_ > 20000000ULL && refresh()) m = dwfl_addrmodule(dwfl_, pc);
+    if (m) return m;
+    // Not more than every 20 ms for the same pages (a pc in no file at all, JIT code, would read
+    // the maps at every sample), but a page not asked about within the last second at once:
+    // a library just loaded (an import) is found by the first stack that shows it.
+    const uint64_t now = mono_ns();
+    if (asked_ns_.size() > 4096) asked_ns_.clear();
+    uint64_t& asked = asked_ns_[pc >> 12];
+    const bool new_page = !asked || now - asked > 1000000000ULL;
+    asked = now;
+    if ((new_page || now - last_refresh_ns_ > 20000000ULL) && refresh()) m = dwfl_addrmodule(dwfl_, pc);
     return m;
 }
 

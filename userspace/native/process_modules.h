@@ -27,8 +27,10 @@ public:
     // (Re)reads the maps and, when its executable file mappings changed, reports each of them
     // to a new Dwfl. False when the maps cannot be read (the process is gone).
     bool refresh();
-    // The module holding address pc; one refresh when none does (a library loaded since), at
-    // most every 20 ms.
+    // The module holding address pc; one refresh when none does (a library loaded since): at
+    // most every 20 ms, or at once for a pc whose page was not asked about in the last second
+    // (an unwind stopped at a just-imported extension must not wait; JIT code, a pc in no file,
+    // asks for each of its pages at most once a second).
     Dwfl_Module* module_at(uint64_t pc);
     Dwfl* dwfl() const { return dwfl_; }
     FileCache& files() const { return files_; }
@@ -50,6 +52,7 @@ private:
     std::unordered_map<Dwfl_Module*, std::shared_ptr<FileSymbols>> files_of_;  // of this Dwfl
     uint32_t epoch_ = 0;
     uint64_t last_refresh_ns_ = 0;
+    std::unordered_map<uint64_t, uint64_t> asked_ns_;  // page of a pc in no module: when last asked
     std::string signature_;  // the executable file mappings the Dwfl was made from
 };
 

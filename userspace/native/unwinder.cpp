@@ -79,13 +79,15 @@ UnwoundStack Unwinder::unwind(const pbp_native_event& ev, size_t size) {
     cur_.len = std::min<uint64_t>(ev.ustack_len, have);
     Walk w{&out};
     int rc = dwfl_getthread_frames(modules_.dwfl(), static_cast<pid_t>(ev.tid), on_frame, &w);
-    // Stopped at a return address in no known file: a library loaded since the maps were read
-    // (an extension module imported), which the first pc did not show. Once more, with them
-    // read again (module_at does, at most every 20 ms).
-    if (rc != 0 && !out.pcs.empty() && out.pcs.size() < kMaxNativeFrames &&
-        !dwfl_addrmodule(modules_.dwfl(), out.pcs.back())) {
+    // A return address in no known file: a library loaded since the maps were read (an
+    // extension module imported), which the first pc did not show. libdwfl went on from it by
+    // frame pointer, without its CFI: what follows is a guess (select.select's caller read as
+    // the timeout's microseconds). Once more, with the maps read again.
+    size_t unknown = 1;
+    while (unknown < out.pcs.size() && dwfl_addrmodule(modules_.dwfl(), out.pcs[unknown])) unknown++;
+    if (unknown < out.pcs.size()) {
         const uint32_t epoch = modules_.epoch();
-        if (modules_.module_at(out.pcs.back()) && modules_.epoch() != epoch && attach()) {
+        if (modules_.module_at(out.pcs[unknown]) && modules_.epoch() != epoch && attach()) {
             out.pcs.clear();
             rc = dwfl_getthread_frames(modules_.dwfl(), static_cast<pid_t>(ev.tid), on_frame, &w);
         }
