@@ -164,13 +164,21 @@ Dwfl_Module* ProcessModules::module_at(uint64_t pc) {
     Dwfl_Module* m = dwfl_addrmodule(dwfl_, pc);
     if (m) return m;
     // Not more than every 20 ms for the same pages (a pc in no file at all, JIT code, would read
-    // the maps at every sample), but a page not asked about within the last second at once:
-    // a library just loaded (an import) is found by the first stack that shows it.
+    // the maps at every sample), but a page not asked about within the last second at once,
+    // up to 50 such pages a second: a library just loaded (an import) is found by the first
+    // stack that shows it, and JIT code spread over many pages reads the maps at most about
+    // 100 times a second, as it did at most 50.
     const uint64_t now = mono_ns();
     if (asked_ns_.size() > 4096) asked_ns_.clear();
     uint64_t& asked = asked_ns_[pc >> 12];
-    const bool new_page = !asked || now - asked > 1000000000ULL;
+    bool new_page = !asked || now - asked > 1000000000ULL;
     asked = now;
+    if (now - new_pages_since_ns_ > 1000000000ULL) {
+        new_pages_since_ns_ = now;
+        new_pages_ = 0;
+    }
+    if (new_page && new_pages_ >= 50) new_page = false;
+    if (new_page) new_pages_++;
     if ((new_page || now - last_refresh_ns_ > 20000000ULL) && refresh()) m = dwfl_addrmodule(dwfl_, pc);
     return m;
 }

@@ -29,8 +29,8 @@ public:
     bool refresh();
     // The module holding address pc; one refresh when none does (a library loaded since): at
     // most every 20 ms, or at once for a pc whose page was not asked about in the last second
-    // (an unwind stopped at a just-imported extension must not wait; JIT code, a pc in no file,
-    // asks for each of its pages at most once a second).
+    // (an unwind stopped at a just-imported extension must not wait), up to 50 such pages a
+    // second (JIT code, pcs in no file, spread over many pages).
     Dwfl_Module* module_at(uint64_t pc);
     Dwfl* dwfl() const { return dwfl_; }
     FileCache& files() const { return files_; }
@@ -53,6 +53,8 @@ private:
     uint32_t epoch_ = 0;
     uint64_t last_refresh_ns_ = 0;
     std::unordered_map<uint64_t, uint64_t> asked_ns_;  // page of a pc in no module: when last asked
+    uint64_t new_pages_since_ns_ = 0;  // the current second of refreshes for new pages
+    uint32_t new_pages_ = 0;           // and how many it had
     std::string signature_;  // the executable file mappings the Dwfl was made from
 };
 
