@@ -490,6 +490,16 @@ struct pbp_native_event {
 };
 #define PBP_NATIVE_HEADER_BYTES (56 + 8 * PBP_NATIVE_KSTACK)
 
+/* A thread's user registers as it entered the kernel (bpf_task_pt_regs of any task), written
+ * by the iter/task program of bpf/task_regs.bpf.c, one per task it is run over: for a thread
+ * asleep since before a --mode wall --native session began, whose /proc/PID/task/TID/syscall
+ * line has sp and pc but not the frame pointer that frame-pointer code's unwinding needs. */
+struct pbp_task_regs {
+	__u32 tgid;               /* host */
+	__u32 tid;                /* host */
+	__u64 ip, sp, bp;
+};
+
 /* ---- code object identities ------------------------------------------------------ */
 
 /* Bytes copied from each str (header and data: 3.11's compact ASCII header is 48 bytes, a

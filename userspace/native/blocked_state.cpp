@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "native/task_regs.h"
 #include "pybpfprof/abi.h"
 #include "sys/procfs.h"
 #include "sys/target_memory.h"
@@ -47,6 +48,10 @@ std::optional<BlockedState> read_blocked_state(pid_t pid, pid_t tid, uint64_t ts
     if (!before || (before->state != 'S' && before->state != 'D')) return std::nullopt;
     auto place = procfs::read_syscall(pid, tid);
     if (!place || !place->sp || !place->pc) return std::nullopt;
+    // The frame pointer too, where BPF can read the registers: taken when they are the ones
+    // /proc shows (the same entry into the kernel; the check below says it stayed so).
+    uint64_t bp = 0;
+    if (auto regs = read_task_regs(pid, tid); regs && regs->ip == place->pc && regs->sp == place->sp) bp = regs->bp;
     BlockedState st;
     st.kernel = parse_kernel_stack(procfs::read_text(task + "/stack"));
     st.record.assign(PBP_NATIVE_HEADER_BYTES + PBP_NATIVE_USTACK_OFFCPU, 0);
@@ -64,6 +69,7 @@ std::optional<BlockedState> read_blocked_state(pid_t pid, pid_t tid, uint64_t ts
     h.tid = static_cast<uint32_t>(tid);
     h.ip = place->pc;
     h.sp = place->sp;
+    h.bp = bp;
     h.ustack_len = static_cast<uint32_t>(got);
     h.flags = PBP_NATIVE_F_OFFCPU | PBP_NATIVE_F_KERNEL | (got < PBP_NATIVE_USTACK_OFFCPU ? PBP_NATIVE_F_SHORT : 0);
     std::memcpy(st.record.data(), &h, PBP_NATIVE_HEADER_BYTES);

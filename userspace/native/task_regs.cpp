@@ -1,0 +1,54 @@
+#include "native/task_regs.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "pybpfprof/abi.h"
+#include "task_regs.skel.h"
+
+namespace pbp::native {
+
+namespace {
+
+std::mutex regs_mu;
+task_regs_bpf* regs_skel = nullptr;
+bool regs_tried = false;
+
+}  // namespace
+
+std::optional<TaskRegs> read_task_regs(pid_t pid, pid_t tid) {
+    std::lock_guard<std::mutex> lock(regs_mu);
+    if (!regs_tried) {
+        regs_tried = true;
+        regs_skel = task_regs_bpf__open_and_load();  // (null: the /proc read stays as it is)
+    }
+    if (!regs_skel || pid <= 0 || tid <= 0) return std::nullopt;
+    union bpf_iter_link_info info {};
+    info.task.tid = static_cast<__u32>(tid);
+    LIBBPF_OPTS(bpf_iter_attach_opts, opts, .link_info = &info, .link_info_len = sizeof(info));
+    bpf_link* link = bpf_program__attach_iter(regs_skel->progs.task_regs, &opts);
+    if (!link) return std::nullopt;
+    std::optional<TaskRegs> out;
+    const int fd = bpf_iter_create(bpf_link__fd(link));
+    if (fd >= 0) {
+        // One record per task iterated: the one thread, where the kernel honours task.tid (an
+        // older one iterates every task: its records are read through and the thread's kept).
+        pbp_task_regs r{};
+        for (;;) {
+            const ssize_t n = ::read(fd, &r, sizeof(r));
+            if (n != static_cast<ssize_t>(sizeof(r))) break;
+            if (r.tid == static_cast<uint32_t>(tid) && r.tgid == static_cast<uint32_t>(pid)) {
+                out = TaskRegs{r.ip, r.sp, r.bp};
+                break;
+            }
+        }
+        ::close(fd);
+    }
+    bpf_link__destroy(link);
+    return out;
+}
+
+}  // namespace pbp::native
