@@ -428,6 +428,32 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	return walk_from(ctx, progs, s, proc, tgid, now, use_loop, frame, interp, 0);
 }
 
+/* A CPU sample of tid, a thread of a wall target, running here now. The scheduler program
+ * normally saw it switched in (this CPU's offcpu_cpu.tid is tid). When it did not, a switch in
+ * happened that sched_switch never reported (seen on this project's Firecracker guest, 6.18:
+ * when a higher-priority thread of PID 1 preempts a thread, the switch back to it is in
+ * neither ftrace nor BPF; or the process became a target while the thread ran): its pending
+ * interval (the preemption's) would stay open through its next run and its next wait, whose
+ * switch-out this CPU would not track either, and be emitted as one interval of the wrong
+ * reason and stack, its CPU time counted twice. It ends now instead (at most one sample
+ * period late), and this CPU tracks the thread from here. One percpu lookup per sample of a
+ * wall target; a hash lookup only when the CPU had not seen the thread come on. */
+static __always_inline void offcpu_running(__u32 tid, __u64 now)
+{
+	__u32 zero = 0;
+	struct offcpu_cpu *c = bpf_map_lookup_elem(&offcpu_cpu_map, &zero);
+	if (!c || c->tid == tid)
+		return;
+	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	if (!e)
+		return;
+	c->tid = tid;
+	if (e->out_ns) {
+		stat_add(PBP_STAT_OFFCPU_UNSEEN_IN, 1);
+		offcpu_switch_in(e, tid, now);
+	}
+}
+
 /* One sched_switch: prev (the current task) leaves the CPU, next_tid comes on. */
 static __always_inline int offcpu_switch(void *ctx, void *progs, int use_loop, int preempt,
 					 struct task_struct *prev, __u32 next_tid)

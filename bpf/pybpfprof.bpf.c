@@ -65,6 +65,8 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, int use_loop)
 
 	__u64 now = bpf_ktime_get_ns();
 	stat_add(PBP_STAT_SAMPLES, 1);
+	if (proc->flags & PBP_PROC_WALL)
+		offcpu_running(tid, now);
 	struct sample_info *si = &s->cur;
 	si->now = now;
 	si->period = period;

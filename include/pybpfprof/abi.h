@@ -555,6 +555,7 @@ struct pbp_code_event {
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
 	X(OFFCPU_PLACE_REUSED, "offcpu_place_reused") /* wall: of the reused, those found by the place check */ \
+	X(OFFCPU_UNSEEN_IN, "offcpu_unseen_in") /* wall: a target thread sampled running where no switch-in of it was seen */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \

@@ -244,15 +244,16 @@ TEST_P(WallHalfSleeping, FiftyFiftyInWallAllComputeInCpu) {
         << "the workload's own measurement, on stdout: " << wall.r.out;
     const double truth = 100.0 * truth_compute / (truth_compute + truth_rest);
     EXPECT_NEAR(truth, 50.0, 8.0) << "the workload itself: " << wall.r.out;
-    // The wall split against the measured one: within 5 points, not the issue's 3. In CI (a
-    // quiet 2-CPU host, this test alone) 3.13 and 3.13t twice put 3.8-4.6% of the thread's time
-    // on the compute line as "runnable" intervals beyond what compute() measured (its on-CPU
-    // samples alone matched it: 1496 and 1498 ms of about 1500), with the sleep line 4-6%
-    // short: 2.9 and 3.9 points over. Where that time comes from is not understood yet (issue
-    // 15's note). On a loaded machine the runnable intervals are real: compute() is preempted
-    // inside its 20 ms (with two CPU hogs running, within 2 points).
+    // The wall split against the measured one: within the issue's 3 points. It was 5 while
+    // 3.13 and 3.13t put 3.8-4.6% of the thread's time on the compute line as "runnable"
+    // beyond what compute() measured, the sleep line that much short: a switch back to the
+    // thread that sched_switch never reported (this machine's guest kernel, when a thread of
+    // PID 1 preempts it: in ftrace too) left its preemption's interval open through its next
+    // run and sleep (20-100 ms of it in 4 of 8 runs); a CPU sample of the thread now ends it
+    // (offcpu_running). On a loaded machine the runnable intervals are real: compute() is
+    // preempted inside its 20 ms (with two CPU hogs running, within 2 points).
     const double share = 100.0 * compute / double(compute + asleep);
-    EXPECT_NEAR(share, truth, 5.0) << "the workload measured " << wall.r.out << describe(wall.p, *t);
+    EXPECT_NEAR(share, truth, 3.0) << "the workload measured " << wall.r.out << describe(wall.p, *t);
     // The two lines have the time the workload measured in them (the rest of the thread's
     // time is start-up, which a loaded machine makes long).
     const double truth_ns = (truth_compute + truth_rest) * 1e6;
