@@ -1007,6 +1007,8 @@ Profile Engine::stop(Session* s) {
                           std::to_string(st[PBP_STAT_OFFCPU_REUSED]) + " reused (identity; " +
                           std::to_string(st[PBP_STAT_OFFCPU_PLACE_REUSED]) + " of them by the place check), " +
                           std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
+                          std::to_string(st[PBP_STAT_OFFCPU_UNSEEN_IN]) +
+                          " switch-ins never reported, ended by a CPU sample; " +
                           std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
         }
     }
