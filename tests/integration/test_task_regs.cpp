@@ -57,7 +57,10 @@ TEST(TaskRegs, ThreadAsleepInASyscallHasItsFramePointer) {
         usleep(10000);
     }
     std::optional<native::TaskRegs> regs;
+    // (and through an iteration of every task, as before 6.1: many records per read)
+    std::optional<native::TaskRegs> regs_all;
     if (place) regs = native::read_task_regs(getpid(), tid);
+    if (place) regs_all = native::read_task_regs(getpid(), tid, true);
     const auto none = native::read_task_regs(getpid(), 0x3fffffff);  // no such thread
     // (the thread woken and joined before any assertion can return)
     EXPECT_EQ(write(fds[1], "x", 1), 1);
@@ -68,12 +71,17 @@ TEST(TaskRegs, ThreadAsleepInASyscallHasItsFramePointer) {
     EXPECT_FALSE(none);
     if (!kernel_has_task_pt_regs()) {
         EXPECT_FALSE(regs) << "before 5.15 the program cannot load: the /proc read stays as it is";
+        EXPECT_FALSE(regs_all);
         return;
     }
     ASSERT_TRUE(regs) << "the iter/task program did not load or run";
     EXPECT_EQ(regs->sp, place->sp);
     EXPECT_EQ(regs->ip, place->pc);
     EXPECT_EQ(regs->bp, frame.load());
+    ASSERT_TRUE(regs_all);
+    EXPECT_EQ(regs_all->sp, regs->sp);
+    EXPECT_EQ(regs_all->ip, regs->ip);
+    EXPECT_EQ(regs_all->bp, regs->bp);
 }
 
 }  // namespace

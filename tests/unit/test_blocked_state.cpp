@@ -1,5 +1,6 @@
 // native/blocked_state: reading /proc/PID/task/TID/stack, and a real blocked thread's state
-// (its sp and pc from procfs::read_syscall, tested in test_procfs.cpp) (its own process's: no privilege needed to read one's own threads).
+// (its own process's: no privilege needed to read one's own threads). Its sp and pc come from
+// procfs::read_syscall, tested in test_procfs.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

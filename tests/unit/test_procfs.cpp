@@ -61,12 +61,9 @@ TEST(Procfs, ASleepingThreadsSwitchCountStaysUntilItWakes) {
     EXPECT_FALSE(procfs::read_task_status(getpid(), tid)) << "a thread gone has no status";
 }
 
-}  // namespace
-}  // namespace pbp
-
 // /proc/PID/task/TID/syscall: the number, six arguments, the user sp and pc.
 TEST(Procfs, SyscallLineOfAThreadInASystemCall) {
-    auto l = pbp::procfs::parse_syscall("202 0x7f0000001000 0x80 0x0 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n");
+    auto l = procfs::parse_syscall("202 0x7f0000001000 0x80 0x0 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n");
     ASSERT_TRUE(l);
     EXPECT_EQ(l->nr, 202);
     EXPECT_EQ(l->args[0], 0x7f0000001000u);
@@ -76,7 +73,7 @@ TEST(Procfs, SyscallLineOfAThreadInASystemCall) {
 }
 
 TEST(Procfs, NoSyscallLineWhenRunningOrOutsideASystemCall) {
-    using pbp::procfs::parse_syscall;
+    using procfs::parse_syscall;
     EXPECT_FALSE(parse_syscall("running\n"));
     EXPECT_FALSE(parse_syscall("-1 0x7ffde32b6458 0x7f024eaed503\n"));
     EXPECT_FALSE(parse_syscall(""));
@@ -84,3 +81,6 @@ TEST(Procfs, NoSyscallLineWhenRunningOrOutsideASystemCall) {
     EXPECT_FALSE(parse_syscall("x 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458 0x7f024eaed503\n"));
     EXPECT_FALSE(parse_syscall("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458\n"));  // no pc
 }
+
+}  // namespace
+}  // namespace pbp

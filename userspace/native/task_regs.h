@@ -18,6 +18,7 @@ struct TaskRegs {
 // kernel cannot run the program (before 6.1: no per-thread iterator; before 5.15: no
 // bpf_task_pt_regs), it cannot be loaded (no CAP_BPF), or the thread is gone. The program is
 // loaded at the first call, once per process; calls may come from any thread.
-std::optional<TaskRegs> read_task_regs(pid_t pid, pid_t tid);
+// every_task: iterate every task, as a kernel before 6.1 does whatever it is asked (tests).
+std::optional<TaskRegs> read_task_regs(pid_t pid, pid_t tid, bool every_task = false);
 
 }  // namespace pbp::native
