@@ -37,11 +37,13 @@ static __always_inline int current_exiting(void)
 	return (BPF_CORE_READ(t, flags) & PBP_PF_EXITING) != 0;
 }
 
-/* The record of sample si. wake: the consumer must see this record now (a new stack: its code
- * objects may be short-lived, e.g. module bodies, so symbolize before they are freed). Other
- * samples are batched until wakeup_bytes are queued; the consumer also drains on a timer. */
-static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __u32 depth,
-				__u32 flags, __u32 reason, int wake)
+/* The record of sample si, of kind (si's, given as a constant where the caller knows it: the
+ * verifier then leaves out the other kind's paths). wake: the consumer must see this record now
+ * (a new stack: its code objects may be short-lived, e.g. module bodies, so symbolize before they
+ * are freed). Other samples are batched until wakeup_bytes are queued; the consumer also drains
+ * on a timer. */
+static __always_inline int emit_kind(const struct sample_info *si, __u16 kind, __u64 stack_id, __u32 depth,
+				     __u32 flags, __u32 reason, int wake)
 {
 	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -57,16 +59,16 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	e->flags = flags | si->flags;
 	e->reason = reason;
 	e->depth = depth;
-	e->kind = si->kind;
+	e->kind = kind;
 	e->ppid = 0;
 	e->gil = si->gil;
 	e->wait = si->wait;
 	e->runtime = si->runtime;
 	e->_pad2 = 0;
-	if (si->kind == PBP_KIND_CPU && (reason == PBP_ERR_NO_FRAME || reason == PBP_ERR_NO_INTERPRETER ||
+	if (kind == PBP_KIND_CPU && (reason == PBP_ERR_NO_FRAME || reason == PBP_ERR_NO_INTERPRETER ||
 					 reason == PBP_ERR_NO_TSTATE))
 		e->runtime = runtime_phase(si->tgid);
-	if (si->kind == PBP_KIND_CPU && reason && !stack_id && current_exiting())
+	if (kind == PBP_KIND_CPU && reason && !stack_id && current_exiting())
 		e->runtime |= PBP_RT_EXITING;
 	e->weight_ns = si->period;
 	e->cpu_clock_ns = si->clock;
@@ -77,8 +79,18 @@ static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __
 	stat_add(PBP_STAT_EMITTED, 1);
 	if (reason)
 		stat_add(PBP_STAT_REASON_BASE + reason, 1);
-	stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - si->now);
+	/* a perf event's cost (pbp_event's ts_ns is when it began); an off-CPU record's ts_ns is
+	 * its interval's end, which can be well before now (offcpu_switch_out) */
+	if (kind == PBP_KIND_CPU)
+		stat_add(PBP_STAT_SAMPLE_NS, bpf_ktime_get_ns() - si->now);
 	return 0;
+}
+
+/* The record of sample si, of the kind si says. */
+static __always_inline int emit(const struct sample_info *si, __u64 stack_id, __u32 depth, __u32 flags,
+				__u32 reason, int wake)
+{
+	return emit_kind(si, si->kind, stack_id, depth, flags, reason, wake);
 }
 
 /* The end of a walk: an on-CPU sample is emitted; an off-CPU switch-out's walk (kind

@@ -229,6 +229,8 @@ struct scratch {
 	struct walk_state walk;       /* between the tail calls of the no-bpf_loop walk */
 	__u32 capture_next;           /* ... and of its capture (emit.bpf.h): the next frame */
 	struct sample_info cur;       /* the sample being made */
+	struct sample_info off_si;    /* --mode wall: an off-CPU interval's record (offcpu_emit), made
+				       * while cur may hold a sample (offcpu_running) */
 	struct cframe_check cframe_check;
 	struct code_gen_sample code_gen;
 	/* --mode wall's switch-out (offcpu.bpf.h): its place and the identity check's fields, here
@@ -290,6 +292,8 @@ struct {
 struct offcpu_cpu {
 	__u32 tid;
 	__u32 epoch;
+	__u32 last_in;  /* the task the last switch here brought on, target or not */
+	__u32 pad;
 };
 
 struct {

@@ -95,23 +95,37 @@ static __always_inline __u8 offcpu_gil(const struct pbp_proc *proc, __u8 wait)
 	return proc->off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;
 }
 
+/* The CPU time task t has run (se.sum_exec_runtime: brought up to date before sched_switch). */
+static __always_inline __u64 task_exec_ns(struct task_struct *t, int btf)
+{
+	return btf ? t->se.sum_exec_runtime : BPF_CORE_READ(t, se.sum_exec_runtime);
+}
+
 /* The record of an interval (or a sum) of thread tid, on the stack kept in its entry. */
 static __always_inline void offcpu_emit(struct pbp_offcpu *e, __u32 tid, __u64 now, __u64 weight,
 					__u8 wait, __u8 gil, __u16 flags)
 {
-	struct sample_info si = {};
-	si.now = now;
-	si.period = weight;
+	/* In the scratch map, not on the stack: the scheduler program inlines this at three
+	 * places, and 5.10-6.1 count its stack and its callbacks' against 512 bytes together. */
+	__u32 zero = 0;
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return;
+	struct sample_info *si = &s->off_si;
+	si->now = now;
+	si->period = weight;
 	/* --native: the machine state of one interval (a sum of several has none) */
-	si.clock = (flags & PBP_F_AGGREGATE) ? 0 : e->native_ts;
-	si.tgid = e->tgid;
-	si.tid = tid;
-	si.kind = PBP_KIND_OFF_CPU;
-	si.flags = flags;
-	si.gil = gil;
-	si.wait = wait;
-	si.async_task = e->async_task;
-	emit(&si, e->stack_id, e->depth, e->stack_flags, e->reason, e->fresh);
+	si->clock = (flags & PBP_F_AGGREGATE) ? 0 : e->native_ts;
+	si->tgid = e->tgid;
+	si->tid = tid;
+	si->kind = PBP_KIND_OFF_CPU;  /* (emit_kind is given it as a constant) */
+	si->flags = flags;
+	si->gil = gil;
+	si->wait = wait;
+	si->async_task = e->async_task;
+	si->runtime = 0;
+	/* the kind a constant: the verifier leaves out emit's paths for on-CPU samples */
+	emit_kind(si, PBP_KIND_OFF_CPU, e->stack_id, e->depth, e->stack_flags, e->reason, e->fresh);
 	e->fresh = 0;
 }
 
@@ -250,6 +264,17 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc || !(proc->flags & PBP_PROC_WALL))
 		return 0;
+	/* An interval still pending as the thread leaves the CPU: its switch-in was never
+	 * reported (see offcpu_running), and no sample has ended it. It came on when it began
+	 * running the CPU time it has used since that switch-out. */
+	__u64 exec = task_exec_ns(prev, use_loop);
+	if (e->out_ns) {
+		__u64 ran = e->exec_ns && exec > e->exec_ns ? exec - e->exec_ns : 0;
+		__u64 back = now > ran && now - ran > e->out_ns ? now - ran : now;
+		stat_add(PBP_STAT_OFFCPU_UNSEEN_IN, 1);
+		offcpu_switch_in(e, tid, back);
+	}
+	e->exec_ns = exec;
 	__u32 state = task_state(prev, use_loop);
 	if (state & PBP_TASK_DEAD) {
 		/* The thread's last switch: what it summed is emitted now, on its last stack,
@@ -465,10 +490,14 @@ static __always_inline int offcpu_switch(void *ctx, void *progs, int use_loop, i
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 prev_tid = (__u32)pid_tgid;
 	int prev_tracked = prev_tid && c->tid == prev_tid;
+	__u32 last_in = c->last_in;
+	c->last_in = next_tid;
 	__u32 epoch = offcpu_epoch;
-	if (c->epoch != epoch) {
-		/* A process became a target since this CPU last looked: prev may be one of its
-		 * threads, running since before its entry was made. */
+	/* A process became a target since this CPU last looked (prev may be one of its threads,
+	 * running since before its entry was made), or prev came on here with no switch naming
+	 * it (a switch-in sched_switch never reported, see offcpu_running; or the first switch
+	 * here since the program was attached): prev is looked up. */
+	if (c->epoch != epoch || (prev_tid && last_in != prev_tid)) {
 		if (!prev_tracked && prev_tid)
 			prev_tracked = bpf_map_lookup_elem(&offcpu, &prev_tid) != 0;
 		c->epoch = epoch;

@@ -376,6 +376,8 @@ struct pbp_offcpu {
 	__u8 next_slot;                /* the seen[] slot the next walk replaces */
 	__u64 async_task;              /* the running asyncio task at the switch-out (see pbp_event) */
 	__u64 native_ts;               /* --native: the pending interval's machine state (see seen[]), 0: none */
+	__u64 exec_ns;                 /* the thread's CPU time (se.sum_exec_runtime) at its last switch-out,
+					* 0: not known (see offcpu_switch_out: a switch-in never reported) */
 };
 
 /* pbp_event.runtime: the interpreter's phase when an on-CPU sample was taken, from
@@ -555,7 +557,7 @@ struct pbp_code_event {
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
 	X(OFFCPU_PLACE_REUSED, "offcpu_place_reused") /* wall: of the reused, those found by the place check */ \
-	X(OFFCPU_UNSEEN_IN, "offcpu_unseen_in") /* wall: a target thread sampled running where no switch-in of it was seen */ \
+	X(OFFCPU_UNSEEN_IN, "offcpu_unseen_in") /* wall: a target thread's switch-in never reported, found by a sample or its switch-out */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \

@@ -250,7 +250,7 @@ TEST_P(WallHalfSleeping, FiftyFiftyInWallAllComputeInCpu) {
     // thread that sched_switch never reported (this machine's guest kernel, when a thread of
     // PID 1 preempts it: in ftrace too) left its preemption's interval open through its next
     // run and sleep (20-100 ms of it in 4 of 8 runs); a CPU sample of the thread now ends it
-    // (offcpu_running). On a loaded machine the runnable intervals are real: compute() is
+    // (offcpu_running), or its next switch-out, whichever comes first. On a loaded machine the runnable intervals are real: compute() is
     // preempted inside its 20 ms (with two CPU hogs running, within 2 points).
     const double share = 100.0 * compute / double(compute + asleep);
     EXPECT_NEAR(share, truth, 3.0) << "the workload measured " << wall.r.out << describe(wall.p, *t);

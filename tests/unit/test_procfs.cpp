@@ -82,5 +82,30 @@ TEST(Procfs, NoSyscallLineWhenRunningOrOutsideASystemCall) {
     EXPECT_FALSE(parse_syscall("230 0x1 0x1 0x7ffde32b6470 0x0 0x0 0x0 0x7ffde32b6458\n"));  // no pc
 }
 
+TEST(Procfs, SchedstatGivesTheCpuTimeRun) {
+    using procfs::parse_schedstat;
+    EXPECT_EQ(parse_schedstat("1234567 890 12\n"), 1234567u);
+    EXPECT_EQ(parse_schedstat("0 0 0\n"), 0u);
+    EXPECT_EQ(parse_schedstat("18446744073709551615 0 0\n"), UINT64_MAX);
+    EXPECT_FALSE(parse_schedstat("18446744073709551616 0 0\n"));  // over a uint64_t
+    EXPECT_FALSE(parse_schedstat("99999999999999999999999 0 0\n"));
+    EXPECT_FALSE(parse_schedstat(""));
+    EXPECT_FALSE(parse_schedstat("1234567"));  // cut short
+    EXPECT_FALSE(parse_schedstat("-5 0 0\n"));
+    EXPECT_FALSE(parse_schedstat("12x 0 0\n"));
+}
+
+TEST(Procfs, ThisThreadsCpuTimeGrowsAsItRuns) {
+    const pid_t pid = getpid(), tid = static_cast<pid_t>(syscall(SYS_gettid));
+    auto before = procfs::read_task_cpu_ns(pid, tid);
+    ASSERT_TRUE(before);
+    volatile uint64_t x = 0;
+    for (uint64_t i = 0; i < 50'000'000; i++) x = x + i;
+    auto after = procfs::read_task_cpu_ns(pid, tid);
+    ASSERT_TRUE(after);
+    EXPECT_GT(*after, *before + 1'000'000);  // 50M additions: well over 1 ms of CPU
+    EXPECT_FALSE(procfs::read_task_cpu_ns(pid, 0));
+}
+
 }  // namespace
 }  // namespace pbp

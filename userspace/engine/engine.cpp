@@ -1008,7 +1008,7 @@ Profile Engine::stop(Session* s) {
                           std::to_string(st[PBP_STAT_OFFCPU_PLACE_REUSED]) + " of them by the place check), " +
                           std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
                           std::to_string(st[PBP_STAT_OFFCPU_UNSEEN_IN]) +
-                          " switch-ins never reported, ended by a CPU sample; " +
+                          " switch-ins never reported (found by a CPU sample or the switch-out); " +
                           std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
         }
     }
@@ -1201,6 +1201,9 @@ void Engine::seed_offcpu(pid_t pid, const pbp_proc& proc, const std::vector<cons
                                                                   st->switches, process_start_ticks))
                     e.out_ns = std::min<uint64_t>(e.out_ns, *since);
             e.wait = st->state == 'D' ? PBP_WAIT_IO : PBP_WAIT_SLEEP;
+            // its CPU time so far: if the switch that brings it back is never reported, its
+            // switch-out ends the interval where it began running (bpf/offcpu.bpf.h)
+            e.exec_ns = procfs::read_task_cpu_ns(pid, tid).value_or(0);
             if (!have_stacks) {  // once, when the first asleep thread is met
                 have_stacks = true;
                 if (!cpython::read_thread_stacks(pid, proc, stacks, err)) stacks.clear();

@@ -181,4 +181,23 @@ std::optional<SyscallLine> read_syscall(pid_t pid, pid_t tid) {
     return parse_syscall(read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/syscall"));
 }
 
+std::optional<uint64_t> parse_schedstat(const std::string& text) {
+    // "RUN_NS WAIT_NS TIMESLICES\n": the first field, all digits, ended by a space
+    size_t n = 0;
+    uint64_t v = 0;
+    while (n < text.size() && text[n] >= '0' && text[n] <= '9') {
+        if (n == 20) return std::nullopt;  // more digits than a uint64_t has
+        const uint64_t d = uint64_t(text[n] - '0');
+        if (v > (UINT64_MAX - d) / 10) return std::nullopt;
+        v = v * 10 + d;
+        n++;
+    }
+    if (n == 0 || n == text.size() || text[n] != ' ') return std::nullopt;
+    return v;
+}
+
+std::optional<uint64_t> read_task_cpu_ns(pid_t pid, pid_t tid) {
+    return parse_schedstat(read_text("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/schedstat"));
+}
+
 }  // namespace pbp::procfs

@@ -46,6 +46,11 @@ struct SyscallLine {
 std::optional<SyscallLine> parse_syscall(const std::string& text);
 std::optional<SyscallLine> read_syscall(pid_t pid, pid_t tid);
 
+// The CPU time a thread has run, in ns: the first field of /proc/PID/task/TID/schedstat (the
+// scheduler's se.sum_exec_runtime, what BPF reads at a switch-out). None if it cannot be read.
+std::optional<uint64_t> parse_schedstat(const std::string& text);
+std::optional<uint64_t> read_task_cpu_ns(pid_t pid, pid_t tid);
+
 // A whole (small, /proc or /sys) file; "" if it cannot be read.
 std::string read_text(const std::string& path);
 
