@@ -53,7 +53,8 @@
  * Non-targets pay one failed lookup per switch: the next side looks next up in the offcpu map,
  * and remembers per CPU whether the task now running is a target (offcpu_cpu_map), so the prev
  * side of the next switch on that CPU needs no lookup. A CPU looks prev up once more after a
- * process became a target (offcpu_epoch): its threads may be running already. */
+ * process became a target (offcpu_epoch): its threads may be running already; and when prev is
+ * not the task its last switch brought on (offcpu_cpu.last_in: a switch-in never reported). */
 #ifndef __PYBPFPROF_OFFCPU_BPF_H__
 #define __PYBPFPROF_OFFCPU_BPF_H__
 
@@ -118,7 +119,6 @@ static __always_inline void offcpu_emit(struct pbp_offcpu *e, __u32 tid, __u64 n
 	si->clock = (flags & PBP_F_AGGREGATE) ? 0 : e->native_ts;
 	si->tgid = e->tgid;
 	si->tid = tid;
-	si->kind = PBP_KIND_OFF_CPU;  /* (emit_kind is given it as a constant) */
 	si->flags = flags;
 	si->gil = gil;
 	si->wait = wait;
@@ -458,10 +458,10 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
  * happened that sched_switch never reported (seen on this project's Firecracker guest, 6.18:
  * when a higher-priority thread of PID 1 preempts a thread, the switch back to it is in
  * neither ftrace nor BPF; or the process became a target while the thread ran): its pending
- * interval (the preemption's) would stay open through its next run and its next wait, whose
- * switch-out this CPU would not track either, and be emitted as one interval of the wrong
- * reason and stack, its CPU time counted twice. It ends now instead (at most one sample
- * period late), and this CPU tracks the thread from here. One percpu lookup per sample of a
+ * interval (the preemption's) is still open, and would stay so until the thread's switch-out
+ * (offcpu_switch_out ends it there, from the CPU time run since), its run counted as waiting.
+ * It ends now instead (at most one sample period late), and this CPU tracks the thread from
+ * here. One percpu lookup per sample of a
  * wall target; a hash lookup only when the CPU had not seen the thread come on. */
 static __always_inline void offcpu_running(__u32 tid, __u64 now)
 {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -182,17 +183,11 @@ std::optional<SyscallLine> read_syscall(pid_t pid, pid_t tid) {
 }
 
 std::optional<uint64_t> parse_schedstat(const std::string& text) {
-    // "RUN_NS WAIT_NS TIMESLICES\n": the first field, all digits, ended by a space
-    size_t n = 0;
+    // "RUN_NS WAIT_NS TIMESLICES\n": the first field, ended by a space
     uint64_t v = 0;
-    while (n < text.size() && text[n] >= '0' && text[n] <= '9') {
-        if (n == 20) return std::nullopt;  // more digits than a uint64_t has
-        const uint64_t d = uint64_t(text[n] - '0');
-        if (v > (UINT64_MAX - d) / 10) return std::nullopt;
-        v = v * 10 + d;
-        n++;
-    }
-    if (n == 0 || n == text.size() || text[n] != ' ') return std::nullopt;
+    const char* end = text.data() + text.size();
+    auto [at, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || at == end || *at != ' ') return std::nullopt;
     return v;
 }
 
