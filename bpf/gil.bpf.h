@@ -58,22 +58,31 @@ static __always_inline __u8 gil_state_on_cpu(const struct pbp_proc *proc, __u64 
 	return locked && holder == tstate ? PBP_GIL_HELD : PBP_GIL_NEITHER;
 }
 
+/* The current task's user registers, saved at its entry to the kernel: a trusted BTF pointer
+ * (plain loads). The raw_tp program (kernels without bpf_loop) has prev only as an untrusted
+ * pointer, which bpf_task_pt_regs refuses, hence current's. NULL where the kernel has no
+ * bpf_task_pt_regs (before 5.15). */
+static __always_inline struct pt_regs *current_user_regs(void)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
 /* Called in sched_switch for prev (the current task, being switched out asleep): 1 when it is
  * blocked in a futex on the GIL's mutex or condition variable (take_gil), else 0.
  * Sub-interpreters with their own GIL (3.12+) are not seen: the main interpreter's GIL is the
  * one compared with. The futex syscall number is checked first, so a thread asleep in
  * anything else costs one kernel read. */
-static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, struct task_struct *prev)
+static __always_inline int gil_waiting_at_switch(const struct pbp_proc *proc, struct task_struct *prev,
+						 struct pt_regs *regs)
 {
 	if (proc->off.gil_where == PBP_GIL_WHERE_NONE)
 		return 0;
 	long nr;
 	__u64 uaddr;
 	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs)) {
-		/* prev is the current task in sched_switch; the raw_tp program (kernels without
-		 * bpf_loop) has prev only as an untrusted pointer, which bpf_task_pt_regs refuses, so
-		 * ask for current's trusted one. Its registers are a BTF pointer: plain loads. */
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+		/* regs: current_user_regs(), prev's (prev is the current task) */
 		if (!regs)
 			return 0;
 		nr = regs->orig_ax;

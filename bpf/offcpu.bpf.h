@@ -39,7 +39,9 @@
  *   leaf and caller are still read and compared. What it cannot see: a stack that changed to
  *   one whose leaf and caller are where the old ones were, unchanged, yet are not current (a
  *   popped frame's memory, with the same caller, at the same instruction), or a thread state
- *   other than the slot's at the same place with the same frames. Every
+ *   other than the slot's at the same place with the same frames. A preempted thread's GIL
+ *   state (does its runnable interval hold the GIL) is read at the first such switch-out after
+ *   a whole check and kept in the slot (preempt_gil). Every
  *   OFFCPU_RECHECK-th switch-out from a place makes the whole check. A switch-out outside a
  *   system call (preempted in user code, where the eval loop's registers are the same under
  *   any Python function) has no place; nor has any on kernels without bpf_task_pt_regs (5.15+).
@@ -146,14 +148,13 @@ static __always_inline void offcpu_new_thread(__u32 tgid, __u32 tid)
  * orig_ax and the return address in cx as well as in ip (what the kernel itself checks before
  * it returns with sysret); an interrupt leaves a negative orig_ax, an exception the user's cx.
  * 0 when it is not in a system call (its registers are those of the code it interrupted) or
- * where the kernel has no bpf_task_pt_regs (5.15+). */
-static __always_inline void offcpu_place(__u64 *ip, __u64 *sp)
+ * where the kernel has no bpf_task_pt_regs (5.15+). regs: current_user_regs(). */
+static __always_inline void offcpu_place(struct pt_regs *regs, __u64 *ip, __u64 *sp)
 {
 	*ip = 0;
 	*sp = 0;
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
 		return;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (!regs || (long)regs->orig_ax < 0 || regs->cx != regs->ip)
 		return;
 	*ip = regs->ip;
@@ -194,6 +195,16 @@ static __always_inline void offcpu_switch_in(struct pbp_offcpu *e, __u32 tid, __
 			gil = PBP_GIL_NEITHER;
 	}
 	offcpu_emit(e, tid, now, dt, wait, gil, flags);
+}
+
+/* pbp_offcpu_seen.preempt_gil from a whole check's e->gil: only a preempted thread's is read.
+ * From the entry, not the switch-out's local wait reason: a constant the verifier would keep
+ * apart (one state per reason) through the walk that follows. */
+static __always_inline __u8 offcpu_preempt_gil(const struct pbp_offcpu *e)
+{
+	if (e->wait != PBP_WAIT_RUNNABLE)
+		return 0;
+	return (e->gil == PBP_GIL_HELD ? PBP_GIL_HELD : PBP_GIL_NEITHER) + 1;
 }
 
 /* The fields the identity check compares, from the frame window w. */
@@ -285,11 +296,13 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		bpf_map_delete_elem(&offcpu, &tid);
 		return 0;
 	}
+	/* The user registers, for the GIL wait check and the place (one helper call for both). */
+	struct pt_regs *regs = current_user_regs();
 	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. */
 	__u8 wait;
 	if (preempt || state == 0)
 		wait = PBP_WAIT_RUNNABLE;
-	else if (gil_waiting_at_switch(proc, prev))
+	else if (gil_waiting_at_switch(proc, prev, regs))
 		wait = PBP_WAIT_GIL;
 	else if (state & PBP_TASK_UNINTERRUPTIBLE)
 		wait = PBP_WAIT_IO;
@@ -324,7 +337,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 
 	/* The place check (see the top of this file). Its fields and the identity check's are in
 	 * the scratch map, not on the stack (see struct scratch). */
-	offcpu_place(&s->ids.uip, &s->ids.usp);
+	offcpu_place(regs, &s->ids.uip, &s->ids.usp);
 	if (s->ids.uip) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
@@ -340,10 +353,14 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 				break;
 			seen->place_checks++;
 			e->async_task = async_task_of(&proc->off, seen->tstate);
-			/* as below: preempted holding the GIL */
-			if (wait == PBP_WAIT_RUNNABLE &&
-			    gil_state_on_cpu(proc, seen->interp, seen->tstate) == PBP_GIL_HELD)
-				e->gil = PBP_GIL_HELD;
+			/* as below: preempted holding the GIL. Read once per whole check: the same C
+			 * code under the same Python frames releases the GIL or not alike. */
+			if (wait == PBP_WAIT_RUNNABLE) {
+				if (!seen->preempt_gil)
+					seen->preempt_gil = gil_state_on_cpu(proc, seen->interp, seen->tstate) + 1;
+				if (seen->preempt_gil == PBP_GIL_HELD + 1)
+					e->gil = PBP_GIL_HELD;
+			}
 			e->stack_id = seen->stack_id;
 			e->depth = seen->depth;
 			e->stack_flags = seen->stack_flags;
@@ -406,6 +423,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 				seen->usp = s->ids.usp;
 				seen->interp = interp;
 				seen->place_checks = 0;
+				seen->preempt_gil = offcpu_preempt_gil(e);
 				stat_add(PBP_STAT_OFFCPU_REUSED, 1);
 				return 0;
 			}
@@ -438,6 +456,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	seen->usp = s->ids.usp;
 	seen->interp = interp;
 	seen->place_checks = 0;
+	seen->preempt_gil = offcpu_preempt_gil(e);
 	seen->native_ts = 0;
 	/* --native: the machine state as it blocks, for this walk's intervals and the switch-outs
 	 * from the same place that reuse its stack (bpf_loop kernels only, as on CPU) */
@@ -487,7 +506,8 @@ static __always_inline int offcpu_switch(void *ctx, void *progs, int use_loop, i
 	struct offcpu_cpu *c = bpf_map_lookup_elem(&offcpu_cpu_map, &zero);
 	if (!c)
 		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	/* prev is the current task: tp_btf reads its ids with plain loads (no helper call) */
+	__u64 pid_tgid = use_loop ? ((__u64)(__u32)prev->tgid << 32) | (__u32)prev->pid : bpf_get_current_pid_tgid();
 	__u32 prev_tid = (__u32)pid_tgid;
 	int prev_tracked = prev_tid && c->tid == prev_tid;
 	__u32 last_in = c->last_in;

@@ -353,6 +353,11 @@ struct pbp_offcpu_seen {
 	 * place (a pbp_native_event with PBP_NATIVE_F_OFFCPU), 0 for none. A switch-out from the
 	 * same place reuses it: the same C code down from the eval loop. */
 	__u64 native_ts;
+	/* Whether the thread held the GIL when last preempted at this place with this stack
+	 * (PBP_GIL_HELD or PBP_GIL_NEITHER, + 1; 0: not read since the last whole check). A
+	 * preempted switch-out that passes the place check reuses it instead of reading the GIL. */
+	__u8 preempt_gil;
+	__u8 pad[7];
 };
 
 struct pbp_offcpu {
