@@ -25,7 +25,7 @@ struct SamplerConfig {
     size_t ringbuf_bytes = 0;      // 0 = sized from the CPU count
     unsigned stack_entries = 2048; // distinct stacks held by BPF until userspace reads them
     std::string btf_path;          // custom BTF instead of /sys/kernel/btf/vmlinux
-    bool bpf_stats = true;         // enable run_time_ns/run_cnt accounting while running
+    bool bpf_stats = false;        // enable run_time_ns/run_cnt accounting while running (Knobs::bpf_stats)
     int debug = 0;                 // Knobs::debug: libbpf warnings (1) and debug log (2), verifier cost
     std::function<void(const std::string&)> log;  // where debug lines go (the sampler prints nothing)
     bool section_timing = false;   // Knobs::section_timing

@@ -254,6 +254,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     sc.debug = cfg.knobs.debug;
     sc.log = log;
     sc.section_timing = cfg.knobs.section_timing;
+    sc.bpf_stats = cfg.knobs.bpf_stats;
     sc.force_no_bpf_loop = cfg.knobs.force_no_bpf_loop;
     sc.native_capture = cfg.native;
     if (cfg.knobs.force_no_wall)

@@ -9,6 +9,7 @@ Knobs Knobs::from_environment() {
     Knobs k;
     if (const char* d = getenv("PYBPFPROF_DEBUG")) k.debug = strcmp(d, "2") == 0 ? 2 : 1;
     k.section_timing = getenv("PYBPFPROF_TIMING") != nullptr;
+    k.bpf_stats = k.debug || getenv("PYBPFPROF_BPF_STATS") != nullptr;
     k.force_no_bpf_loop = getenv("PYBPFPROF_FORCE_NO_BPF_LOOP") != nullptr;
     k.force_no_wall = getenv("PYBPFPROF_FORCE_NO_WALL") != nullptr;
     k.no_code_cache = getenv("PYBPFPROF_NO_CODE_CACHE") != nullptr;

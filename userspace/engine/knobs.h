@@ -9,6 +9,10 @@ struct Knobs {
     int debug = 0;                 // PYBPFPROF_DEBUG: 1 = debug lines (registration and first-sample
                                    // times, BPF stats, verifier cost), 2 = also libbpf's debug log
     bool section_timing = false;   // PYBPFPROF_TIMING: BPF times its sections (PBP_STAT_T_*)
+    // PYBPFPROF_BPF_STATS (or PYBPFPROF_DEBUG): the kernel's bpf_stats on while running, for the
+    // summary's "bpf_stats:" line and the benchmarks. Off by default: it is machine-wide (two
+    // clock reads added to every run of every BPF program on the machine, not only ours).
+    bool bpf_stats = false;
     bool force_no_bpf_loop = false;  // PYBPFPROF_FORCE_NO_BPF_LOOP: the tail-call walk even with bpf_loop
     bool force_no_wall = false;    // PYBPFPROF_FORCE_NO_WALL: act as on a kernel that refuses wall
                                    // mode's scheduler programs (tests of the refusal)
