@@ -480,8 +480,8 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
  * interval (the preemption's) is still open, and would stay so until the thread's switch-out
  * (offcpu_switch_out ends it there, from the CPU time run since), its run counted as waiting.
  * It ends now instead (at most one sample period late), and this CPU tracks the thread from
- * here. One percpu lookup per sample of a
- * wall target; a hash lookup only when the CPU had not seen the thread come on. */
+ * here. One percpu lookup per sample of a wall target; a hash lookup only when the CPU had not
+ * seen the thread come on. */
 static __always_inline void offcpu_running(__u32 tid, __u64 now)
 {
 	__u32 zero = 0;
