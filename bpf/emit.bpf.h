@@ -6,6 +6,7 @@
 
 #include "util.bpf.h"
 #include "code_capture.bpf.h"
+#include "offcpu_table.bpf.h"
 
 /* The runtime's phase (PBP_RT_*) of process proc, read from it (it must be current: an on-CPU
  * sample). 0 when its addresses are not known, PBP_RT_UNREADABLE when they cannot be read. */
@@ -102,7 +103,7 @@ static __always_inline int walk_done(const struct sample_info *si, __u64 stack_i
 	if (si->kind != PBP_KIND_OFF_CPU)
 		return emit(si, stack_id, depth, flags, reason, wake);
 	__u32 tid = si->tid;
-	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	struct pbp_offcpu *e = offcpu_entry(tid);
 	if (!e)
 		return 0;
 	e->stack_id = stack_id;

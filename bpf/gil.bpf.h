@@ -58,15 +58,16 @@ static __always_inline __u8 gil_state_on_cpu(const struct pbp_proc *proc, __u64 
 	return locked && holder == tstate ? PBP_GIL_HELD : PBP_GIL_NEITHER;
 }
 
-/* The current task's user registers, saved at its entry to the kernel: a trusted BTF pointer
- * (plain loads). The raw_tp program (kernels without bpf_loop) has prev only as an untrusted
- * pointer, which bpf_task_pt_regs refuses, hence current's. NULL where the kernel has no
+/* The user registers of prev, the current task, saved at its entry to the kernel: a trusted BTF
+ * pointer (plain loads). btf: prev is a trusted BTF pointer (tp_btf), given to bpf_task_pt_regs as
+ * it is; the raw_tp program (kernels without bpf_loop) has it only as an untrusted pointer, which
+ * bpf_task_pt_regs refuses, hence current's (one more helper call). NULL where the kernel has no
  * bpf_task_pt_regs (before 5.15). */
-static __always_inline struct pt_regs *current_user_regs(void)
+static __always_inline struct pt_regs *current_user_regs(struct task_struct *prev, int btf)
 {
 	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
 		return NULL;
-	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return (struct pt_regs *)bpf_task_pt_regs(btf ? prev : bpf_get_current_task_btf());
 }
 
 /* Called in sched_switch for prev (the current task, being switched out asleep): 1 when it is

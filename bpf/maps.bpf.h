@@ -26,6 +26,8 @@ volatile __u64 min_block_ns = 1000000;
  * up the task it switches out once more (it may be one of the new target's threads, already
  * running when its entry was made; see offcpu_cpu). Starts at 1: a CPU's first switch looks. */
 volatile __u32 offcpu_epoch = 1;
+/* --mode wall: the offcpu_slots table's size - 1 (its size a power of 2, set with it). */
+const volatile __u32 offcpu_slot_mask = PBP_OFFCPU_SLOTS - 1;
 /* --mode wall: at most one stack walk per thread per this much wall time (see offcpu.bpf.h). */
 const volatile __u64 offcpu_walk_budget_ns = 100000;
 /* --native: the program may capture machine state (bpf/native.bpf.h) for the processes marked
@@ -277,14 +279,15 @@ struct {
 	__type(value, __u32);
 } nolp_rtprogs SEC(".maps");
 
-/* --mode wall: the off-CPU state of every tracked thread (key: host tid; see abi.h). A
- * preallocated hash: sched_switch never allocates. */
+/* --mode wall: the off-CPU state of every tracked thread (see abi.h, struct pbp_offcpu_slot, and
+ * offcpu_table.bpf.h). Made with the program: sched_switch never allocates. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 32768);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, PBP_OFFCPU_SLOTS); /* set by userspace with offcpu_slot_mask */
 	__type(key, __u32);
-	__type(value, struct pbp_offcpu);
-} offcpu SEC(".maps");
+	__type(value, struct pbp_offcpu_slot);
+} offcpu_slots SEC(".maps");
 
 /* --mode wall, per CPU: the task running here, if it is a wall target's thread (tid, 0 if not),
  * as the last sched_switch on this CPU found it, so the prev side of the next switch needs no

@@ -2,8 +2,9 @@
 /* --mode wall: a target thread's off-CPU intervals, from sched_switch alone (tracepoints are
  * all some kernels have: no kprobes, no fentry).
  *
- * Each thread of a wall target has an entry in the offcpu map (made by userspace when the process
- * becomes a target, by the fork tracepoint for its new threads). At each context switch:
+ * Each thread of a wall target has an entry in the offcpu_slots table (offcpu_table.bpf.h: made by
+ * userspace when the process becomes a target, by the fork tracepoint for its new threads). At
+ * each context switch:
  * - next side: if next has an entry and an interval pending (it was switched out while
  *   tracked), the interval ends now. One of min_block_ns or longer is emitted as an OFF_CPU
  *   record weighing it, with the stack kept at its switch-out; a shorter one is added to the
@@ -52,8 +53,9 @@
  *   flagged PBP_F_AGGREGATE (an approximation, like an aggregate: its stack is one the thread
  *   blocked with shortly before). Its weight and wait reason are exact. Only a thread that
  *   blocks at a new place more than 10,000 times a second for long is over it.
- * Non-targets pay one failed lookup per switch: the next side looks next up in the offcpu map,
- * and remembers per CPU whether the task now running is a target (offcpu_cpu_map), so the prev
+ * Non-targets pay one failed lookup per switch (an array lookup, see offcpu_table.bpf.h): the next
+ * side looks next up in the table, and remembers per CPU whether the task now running is a
+ * target (offcpu_cpu_map), so the prev
  * side of the next switch on that CPU needs no lookup. A CPU looks prev up once more after a
  * process became a target (offcpu_epoch): its threads may be running already; and when prev is
  * not the task its last switch brought on (offcpu_cpu.last_in: a switch-in never reported). */
@@ -64,6 +66,7 @@
 
 #include "sample.bpf.h"
 #include "native.bpf.h"
+#include "offcpu_table.bpf.h"
 
 /* include/linux/sched.h, the same on every supported kernel */
 #define PBP_TASK_UNINTERRUPTIBLE 0x0002
@@ -137,10 +140,7 @@ static __always_inline void offcpu_new_thread(__u32 tgid, __u32 tid)
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc || !(proc->flags & PBP_PROC_WALL))
 		return;
-	struct pbp_offcpu fresh = {};
-	fresh.tgid = tgid;
-	if (bpf_map_update_elem(&offcpu, &tid, &fresh, BPF_ANY))
-		stat_add(PBP_STAT_OFFCPU_FULL, 1);
+	offcpu_make(tid, tgid);
 }
 
 /* The place the current task blocks at: the user ip and sp saved at its system call's entry
@@ -223,11 +223,13 @@ static __always_inline void offcpu_frame_fields(const struct pbp_py_offsets *off
  * it can be (a probe read costs about 150-250 ns, most of the check): 3.11+ frames lie in a
  * per-thread data stack, the caller just below its callee, so a read of the OFFCPU_ID_READ bytes
  * up to the leaf's end (not below its page) holds both unless the caller has many locals or sits
- * in another chunk; then the caller is read on its own. Frame objects (<= 3.10) are scattered:
- * two reads. Returns -1 when a frame is unreadable. */
+ * in another chunk; then the caller is read on its own. The place check knows where the caller
+ * was (caller_hint; 0: not known): the read starts there when that is within those bytes (a
+ * read of 1 KiB costs about 20 ns more than one of a few hundred bytes). Frame objects (<= 3.10)
+ * are scattered: two reads. Returns -1 when a frame is unreadable. */
 static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, struct scratch *s, __u64 leaf,
-					    __u64 *leaf_prev, __u64 *leaf_code, __u64 *leaf_instr,
-					    __u64 *caller_instr)
+					    __u64 caller_hint, __u64 *leaf_prev, __u64 *leaf_code,
+					    __u64 *leaf_instr, __u64 *caller_instr)
 {
 	__u32 len = off->frame_read_len;
 	if (len > PBP_WINDOW)
@@ -238,6 +240,8 @@ static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, st
 	__u64 start = leaf;
 	if (off->frame_kind != PBP_FRAME_OBJECT) {
 		start = end - OFFCPU_ID_READ;
+		if (caller_hint > start && caller_hint < leaf)
+			start = caller_hint;
 		if (start < (leaf & ~4095ULL))
 			start = leaf & ~4095ULL;
 	}
@@ -269,12 +273,16 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 					     struct task_struct *prev, __u64 pid_tgid, __u64 now)
 {
 	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
-	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	struct pbp_offcpu *e = offcpu_entry(tid);
 	if (!e)
 		return 0;
 	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc || !(proc->flags & PBP_PROC_WALL))
+	if (!proc || !(proc->flags & PBP_PROC_WALL)) {
+		/* no longer a target (its entry left dormant by userspace, or made as it stopped
+		 * being one): untracked from here */
+		offcpu_free(tid, e);
 		return 0;
+	}
 	/* An interval still pending as the thread leaves the CPU: its switch-in was never
 	 * reported (see offcpu_running), and no sample has ended it. It came on when it began
 	 * running the CPU time it has used since that switch-out. */
@@ -293,11 +301,11 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		for (__u32 w = 1; w < PBP_WAIT_COUNT; w++)
 			if (e->sum_ns[w])
 				offcpu_emit(e, tid, now, e->sum_ns[w], w, offcpu_gil(proc, w), PBP_F_AGGREGATE);
-		bpf_map_delete_elem(&offcpu, &tid);
+		offcpu_free(tid, e);
 		return 0;
 	}
 	/* The user registers, for the GIL wait check and the place (one helper call for both). */
-	struct pt_regs *regs = current_user_regs();
+	struct pt_regs *regs = current_user_regs(prev, use_loop);
 	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. */
 	__u8 wait;
 	if (preempt || state == 0)
@@ -346,8 +354,8 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 			if (!seen->leaf || !(seen->stack_id || seen->reason != PBP_OK) ||
 			    ((seen->place_checks + 1) & (OFFCPU_RECHECK - 1)) == 0)
 				break; /* the whole check */
-			if (offcpu_frame_ids(&proc->off, s, seen->leaf, &s->ids.leaf_prev, &s->ids.leaf_code,
-					     &s->ids.leaf_instr, &s->ids.caller_instr) ||
+			if (offcpu_frame_ids(&proc->off, s, seen->leaf, seen->caller, &s->ids.leaf_prev,
+					     &s->ids.leaf_code, &s->ids.leaf_instr, &s->ids.caller_instr) ||
 			    s->ids.leaf_code != seen->leaf_code || s->ids.leaf_instr != seen->leaf_instr ||
 			    s->ids.leaf_prev != seen->caller || s->ids.caller_instr != seen->caller_instr)
 				break;
@@ -398,7 +406,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	__u64 *leaf_prev = &s->ids.leaf_prev, *leaf_code = &s->ids.leaf_code, *leaf_instr = &s->ids.leaf_instr,
 	      *caller_instr = &s->ids.caller_instr;
 	*leaf_prev = *leaf_code = *leaf_instr = *caller_instr = 0;
-	if (frame && offcpu_frame_ids(&proc->off, s, frame, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
+	if (frame && offcpu_frame_ids(&proc->off, s, frame, 0, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
 			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == *leaf_code &&
@@ -488,7 +496,7 @@ static __always_inline void offcpu_running(__u32 tid, __u64 now)
 	struct offcpu_cpu *c = bpf_map_lookup_elem(&offcpu_cpu_map, &zero);
 	if (!c || c->tid == tid)
 		return;
-	struct pbp_offcpu *e = bpf_map_lookup_elem(&offcpu, &tid);
+	struct pbp_offcpu *e = offcpu_entry(tid);
 	if (!e)
 		return;
 	c->tid = tid;
@@ -519,13 +527,13 @@ static __always_inline int offcpu_switch(void *ctx, void *progs, int use_loop, i
 	 * here since the program was attached): prev is looked up. */
 	if (c->epoch != epoch || (prev_tid && last_in != prev_tid)) {
 		if (!prev_tracked && prev_tid)
-			prev_tracked = bpf_map_lookup_elem(&offcpu, &prev_tid) != 0;
+			prev_tracked = offcpu_entry(prev_tid) != 0;
 		c->epoch = epoch;
 	}
 	c->tid = 0;
 	__u64 now = 0;
 	if (next_tid) {
-		struct pbp_offcpu *n = bpf_map_lookup_elem(&offcpu, &next_tid);
+		struct pbp_offcpu *n = offcpu_entry(next_tid);
 		if (n) {
 			c->tid = next_tid;
 			now = bpf_ktime_get_ns();

@@ -29,6 +29,7 @@
  *   code_capture.bpf.h  a copy of each code object new stacks hold, once: names outlive the code
  *   sample.bpf.h        one sample of the current thread: thread state, walk, emit (both samplers)
  *   offcpu.bpf.h        --mode wall: off-CPU intervals from the scheduler
+ *   offcpu_table.bpf.h  --mode wall: where a thread's entry is (a slot of a table, or a hash)
  *   native.bpf.h        --native: registers and stack copies for userspace to unwind
  */
 #include "vmlinux.h"

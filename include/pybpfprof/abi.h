@@ -328,7 +328,7 @@ enum pbp_wait {
 
 /* ---- off-CPU tracking (--mode wall) ----------------------------------------------- */
 
-/* Per thread of a wall target (the offcpu map, key: host tid). Made by userspace for every thread
+/* Per thread of a wall target (in the offcpu_slots table, see below). Made by userspace for every thread
  * of a process when it becomes a wall target, and by the fork tracepoint for the threads it makes
  * later; deleted at the thread's last switch-out (its exit). The sched_switch program walks the
  * thread's stack when it is switched out (prev == current: its memory is readable) and keeps the
@@ -384,6 +384,38 @@ struct pbp_offcpu {
 	__u64 exec_ns;                 /* the thread's CPU time (se.sum_exec_runtime) at its last switch-out,
 					* 0: not known (see offcpu_switch_out: a switch-in never reported) */
 };
+
+/* Where a tracked thread's pbp_offcpu lives: an open-addressed table (the offcpu_slots map) of
+ * PBP_OFFCPU_SLOTS slots (by default; a power of 2), its home slot tid & (slots - 1), or, when
+ * another thread holds that, one of the next PBP_OFFCPU_PROBES - 1 slots of its probe sequence.
+ * Finding a thread's entry is one array lookup, a few ns (a hash lookup was 30-60 ns here, and
+ * the sched_switch program makes two per switch). The table is a BPF_F_MMAPABLE array:
+ * userspace makes and reads entries through its mapping, with the same atomics as BPF.
+ * - tid: the thread whose entry the slot holds; 0: free. Written last when a slot is filled:
+ *   an entry is whole once a lookup sees its tid.
+ * - claims: how many want the slot. A claimant adds 1 and holds the slot when it then reads 1
+ *   (two claimants at once may both give up; never both hold it); one that does not takes its
+ *   1 back. The holder takes its 1 back when it frees the slot (after clearing tid). Claims
+ *   use fetch-less atomic adds, the only atomics 5.10 has: compare-and-swap is 5.12+.
+ * - spill: how many entries of tids whose home this slot is are in other slots. Raised before
+ *   such an entry is made, lowered after it is freed: a thread whose home neither holds it nor
+ *   has a spill has no entry, with no probing (what a non-target pays per switch).
+ * Only BPF frees a slot (at the thread's exit, or at a switch-out once its process is no longer a
+ * wall target): userspace forgetting a process marks its threads' entries dormant (tgid 0, no
+ * interval pending). */
+struct pbp_offcpu_slot {
+	__u32 tid;
+	__u32 claims;
+	__u32 spill;
+	__u32 pad;
+	struct pbp_offcpu e;
+};
+#define PBP_OFFCPU_SLOTS 32768
+#define PBP_OFFCPU_PROBES 4
+/* The j-th slot of tid's probe sequence (j = 0: its home), for a table of mask + 1 slots. An odd
+ * stride far from 1: the threads of a process have consecutive tids, so a tid whose home one of
+ * them holds would find its neighbours' slots taken too. */
+#define PBP_OFFCPU_PROBE(tid, j, mask) (((tid) + (__u32)(j) * 0x9E3779B1u) & (mask))
 
 /* pbp_event.runtime: the interpreter's phase when an on-CPU sample was taken, from
  * pbp_proc.runtime_*_addr: for every sample without Python frames (reasons NO_INTERPRETER,
@@ -557,12 +589,13 @@ struct pbp_code_event {
 	X(EVENT_DROP, "event_drop")             /* exec/exit record lost */ \
 	X(SAMPLE_NS, "sample_ns")               /* time spent on profiled samples (entry to record) */ \
 	X(FRESH_UNWOKEN, "fresh_unwoken")       /* new stacks of known code objects, left for the next batch */ \
-	X(OFFCPU_FULL, "offcpu_full")           /* wall: a new thread of a target not tracked, the offcpu map full */ \
+	X(OFFCPU_FULL, "offcpu_full")           /* wall: a new thread of a target not tracked (its probe sequence's slots all held) */ \
 	X(OFFCPU_WALK, "offcpu_walk")           /* wall: stacks walked at switch-out */ \
 	X(OFFCPU_REUSED, "offcpu_reused")       /* wall: switch-outs whose stack was the last one walked (identity check) */ \
 	X(OFFCPU_OVER_BUDGET, "offcpu_over_budget") /* wall: switch-outs over the walk budget (last stack reused, aggregate) */ \
 	X(OFFCPU_PLACE_REUSED, "offcpu_place_reused") /* wall: of the reused, those found by the place check */ \
 	X(OFFCPU_UNSEEN_IN, "offcpu_unseen_in") /* wall: a target thread's switch-in never reported, found by a sample or its switch-out */ \
+	X(OFFCPU_SPILLED, "offcpu_spilled")     /* wall: new threads' entries made away from their home slot (it was held) */ \
 	X(NATIVE_DROP, "native_drop")           /* --native: machine-state record lost (ring buffer full) */ \
 	X(NATIVE_BYTES, "native_bytes")         /* --native: bytes of machine-state records sent */ \
 	X(CODE_SENT, "code_sent")               /* code object identities captured (PBP_EV_CODE) */ \

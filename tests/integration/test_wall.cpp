@@ -477,6 +477,82 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, WallSamePlace,
                          ::testing::ValuesIn(pick({"pyenv-3.6", "host-3.11", "pyenv-3.12", "sid-3.14"})),
                          interpreter_test_name);
 
+// ---- threads sharing a home slot -----------------------------------------------------------
+
+// The off-CPU entries of threads whose home slot another thread holds (bpf/offcpu_table.bpf.h):
+// a table of 16 slots (PYBPFPROF_OFFCPU_SLOTS), and two threads whose tids are the main
+// thread's modulo 16 (wall_shared_slot.py), each asleep in its own function. Both are tracked
+// for all of their time, each with its own stack, whether their entries were made by BPF (the
+// threads born during the run) or by userspace (the threads there before, --pid). One
+// interpreter: the table does not depend on it.
+class WallSharedSlot : public Wall {
+protected:
+    // PYBPFPROF_OFFCPU_SLOTS=16 PYBPFPROF_DEBUG=1 pybpfprof -o DIR/shared.pbp --mode wall OPTIONS.
+    Recorded record_small_table(const std::vector<std::string>& options) {
+        Recorded run;
+        std::string out = dir + "/shared" + std::to_string(runs_++) + ".pbp";
+        std::vector<std::string> cmd{"env", "PYBPFPROF_OFFCPU_SLOTS=16", "PYBPFPROF_DEBUG=1", pybpfprof_bin(),
+                                     "-o", out, "--mode", "wall"};
+        cmd.insert(cmd.end(), options.begin(), options.end());
+        run.r = run_cmd(cmd);
+        EXPECT_EQ(run.r.status, 0) << run.r.err;
+        std::string error;
+        run.ok = run.r.status == 0 && read_raw(read_file(out), run.p, error);
+        EXPECT_TRUE(run.ok) << error << "\n" << run.r.err;
+        return run;
+    }
+    // Each napping thread: >= 90% of span_ns in its profile, >= 95% of it asleep under its own
+    // function, in at least half as many records as it took 50 ms naps (each one an interval
+    // BPF saw: not one pending interval from userspace's seed to the end); and none of the
+    // process's threads went untracked for want of a slot.
+    void check(const Recorded& run, pid_t pid, const std::map<std::string, pid_t>& tids, double span_ns) {
+        ASSERT_EQ(tids.size(), 2u);
+        for (auto& [name, tid] : tids) {
+            const ThreadProfile* t = thread(run.p, pid, tid);
+            ASSERT_NE(t, nullptr) << name << " (tid " << tid << ") has no samples\n" << run.r.err;
+            const uint64_t all = total(*t);
+            const uint64_t napping = weight(*t, [&](const Sample& s) {
+                return s.kind == SampleKind::OffCpu && has(run.p, s, name) && leaf_of(run.p, s).name == "[sleeping]";
+            });
+            EXPECT_GE(double(all), 0.9 * span_ns) << name << "\n" << describe(run.p, *t);
+            EXPECT_GE(100.0 * napping / all, 95.0) << name << "\n" << describe(run.p, *t);
+            size_t naps = 0;
+            for (auto& s : t->samples) naps += s.kind == SampleKind::OffCpu && has(run.p, s, name);
+            EXPECT_GE(double(naps), 0.5 * span_ns / 50e6) << name << "\n" << describe(run.p, *t);
+        }
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(run.r.err, m, std::regex(R"((\d+) threads' entries away from their home slot, (\d+) threads not tracked)")))
+            << run.r.err;
+        EXPECT_GE(std::stoi(m[1]), 2) << m[0];
+        EXPECT_EQ(std::stoi(m[2]), 0) << m[0];
+    }
+
+private:
+    int runs_ = 0;
+};
+
+// Born during the run: their entries are made by the fork tracepoint's program.
+TEST_P(WallSharedSlot, ThreadsBornDuringTheRun) {
+    std::vector<std::string> options{"-r", "99", "--"};
+    for (auto& a : py("wall_shared_slot.py", {"16", "2", "3"})) options.push_back(a);
+    Recorded run = record_small_table(options);
+    ASSERT_TRUE(run.ok);
+    ASSERT_EQ(run.p.processes.size(), 1u) << run.r.err;
+    check(run, pid_t(run.p.processes.begin()->second.pid), named_tids(run.r.out), 3e9);
+}
+
+// There before the run: their entries are made by userspace as the process becomes a target.
+TEST_P(WallSharedSlot, ThreadsThereBeforeTheRun) {
+    Child w(py("wall_shared_slot.py", {"16", "2", "60"}), dir);
+    ASSERT_TRUE(w.wait_for_out("ready", 60)) << w.err();
+    Recorded run = record_small_table({"-r", "99", "-p", std::to_string(w.pid()), "-d", "2"});
+    ASSERT_TRUE(run.ok);
+    check(run, w.pid(), named_tids(w.out().substr(0, w.out().find("ready"))), 2e9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, WallSharedSlot, ::testing::ValuesIn(pick({"host-3.11"})),
+                         interpreter_test_name);
+
 // ---- I/O wait -----------------------------------------------------------------------------
 
 #ifdef PBP_SLOW_FUSE

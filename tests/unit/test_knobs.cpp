@@ -58,4 +58,16 @@ TEST(Knobs, DebugTurnsBpfStatsOn) {
     EXPECT_TRUE(k.bpf_stats);
 }
 
+TEST(Knobs, OffcpuSlotsTakesPowersOfTwoOnly) {
+    Env env;
+    env.set("PYBPFPROF_OFFCPU_SLOTS", nullptr);
+    EXPECT_EQ(pbp::Knobs::from_environment().offcpu_slots, uint32_t(PBP_OFFCPU_SLOTS));
+    env.set("PYBPFPROF_OFFCPU_SLOTS", "16");
+    EXPECT_EQ(pbp::Knobs::from_environment().offcpu_slots, 16u);
+    for (const char* bad : {"12", "0", "x", "16x", "2097152"}) {
+        env.set("PYBPFPROF_OFFCPU_SLOTS", bad);
+        EXPECT_EQ(pbp::Knobs::from_environment().offcpu_slots, uint32_t(PBP_OFFCPU_SLOTS)) << bad;
+    }
+}
+
 }  // namespace

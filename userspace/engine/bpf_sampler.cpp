@@ -148,6 +148,11 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         bpf_map__set_max_entries(s->skel_->maps.events, static_cast<uint32_t>(rb));
         s->skel_->rodata->wakeup_bytes = rb / 8;
         bpf_map__set_max_entries(s->skel_->maps.stacks, cfg.stack_entries);
+        // wall mode's slot table (engine/offcpu_table.h): one slot when it is left out
+        const uint32_t slots = wall ? cfg.offcpu_slots : 1;
+        bpf_map__set_max_entries(s->skel_->maps.offcpu_slots, slots);
+        s->skel_->rodata->offcpu_slot_mask = slots - 1;
+        s->offcpu_slots_ = slots;
 
         int err;
         {
@@ -211,6 +216,11 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
             s->wall_error_ = std::string("cannot set up the off-CPU walk's tail calls: ") + strerror(errno);
     }
 
+    if (s->wall_error_.empty()) {
+        s->offcpu_ = OffcpuTable::map(bpf_map__fd(s->skel_->maps.offcpu_slots), s->offcpu_slots_, error);
+        if (!s->offcpu_) return nullptr;
+    }
+
     if (cfg.bpf_stats) s->stats_fd_ = bpf_enable_stats(BPF_STATS_RUN_TIME);
 
     s->rb_ = ring_buffer__new(bpf_map__fd(s->skel_->maps.events), &BpfSampler::on_record, s.get(), nullptr);
@@ -272,6 +282,7 @@ BpfSampler::~BpfSampler() {
     detach_wall();
     for (auto* l : tp_links_) bpf_link__destroy(l);
     if (rb_) ring_buffer__free(rb_);
+    offcpu_.reset();  // its mapping, before the map goes
     if (skel_) pybpfprof_bpf__destroy(skel_);
     if (stats_fd_ >= 0) close(stats_fd_);
 }
@@ -387,6 +398,9 @@ bool BpfSampler::attach_wall(std::string& error) {
 
 void BpfSampler::detach_wall() {
     for (auto* l : wall_links_) bpf_link__destroy(l);
+    // No wall session is left (each target forgotten first: no process is one): the entries
+    // are all dormant, and the threads that die from now on are not seen.
+    if (!wall_links_.empty() && offcpu_) offcpu_->clear();
     wall_links_.clear();
 }
 
@@ -416,22 +430,15 @@ bool BpfSampler::set_async_task_offset(pid_t pid, uint16_t off) {
 }
 
 std::vector<std::pair<uint32_t, pbp_offcpu>> BpfSampler::offcpu_entries(pid_t pid) const {
-    std::vector<std::pair<uint32_t, pbp_offcpu>> out;
-    int fd = bpf_map__fd(skel_->maps.offcpu);
-    uint32_t key = 0, next = 0;
-    const uint32_t* prev = nullptr;
-    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-        pbp_offcpu e{};
-        if (bpf_map_lookup_elem(fd, &next, &e) == 0 && e.tgid == static_cast<uint32_t>(pid)) out.emplace_back(next, e);
-        key = next;
-        prev = &key;
-    }
-    return out;
+    if (!offcpu_) return {};
+    return offcpu_->entries(static_cast<uint32_t>(pid));
 }
 
-bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) {
-    return bpf_map_update_elem(bpf_map__fd(skel_->maps.offcpu), &tid, &e, BPF_NOEXIST) == 0;
-}
+bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) { return offcpu_ && offcpu_->seed(tid, e); }
+
+uint64_t BpfSampler::offcpu_seeds_spilled() const { return offcpu_ ? offcpu_->spilled() : 0; }
+
+uint64_t BpfSampler::offcpu_seeds_full() const { return offcpu_ ? offcpu_->full() : 0; }
 
 void BpfSampler::new_offcpu_epoch() { skel_->data->offcpu_epoch++; }
 
@@ -443,8 +450,7 @@ bool BpfSampler::wall_link_alive() const {
 }
 
 void BpfSampler::forget_offcpu(pid_t pid) {
-    int fd = bpf_map__fd(skel_->maps.offcpu);
-    for (auto& [tid, e] : offcpu_entries(pid)) bpf_map_delete_elem(fd, &tid);
+    if (offcpu_) offcpu_->forget(static_cast<uint32_t>(pid));
 }
 
 namespace {

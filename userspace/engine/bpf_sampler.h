@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/offcpu_table.h"
 #include "pybpfprof/abi.h"
 
 struct pybpfprof_bpf;
@@ -38,6 +39,9 @@ struct SamplerConfig {
     // is most of the load time (on 6.18 about 60% of it), so a front-end that will never ask
     // for --mode wall leaves them out. A wall session is then refused with this reason.
     std::string no_scheduler_programs;
+    // wall mode: the slots of the table where BPF finds a thread's entry (a power of 2;
+    // engine/offcpu_table.h; Knobs::offcpu_slots)
+    uint32_t offcpu_slots = PBP_OFFCPU_SLOTS;
 };
 
 class BpfSampler {
@@ -103,11 +107,15 @@ public:
     // --async: BPF records the running asyncio task at this thread-state offset (0: not).
     bool set_async_task_offset(pid_t pid, uint16_t off);
     bool lookup_process(pid_t pid, pbp_proc& out) const;  // its entry in BPF's procs map
-    // The offcpu map: the entries of one process's threads (by tid), seeding an entry for a
-    // thread asleep before it was tracked (kept if BPF has one already), forgetting a process's.
+    // The off-CPU entries (engine/offcpu_table.h): those of one process's threads (by tid),
+    // seeding an entry for a thread asleep before it was tracked (kept if BPF has one already),
+    // forgetting a process's; how many seeds went to a slot not their home (it was held), and
+    // how many found no slot.
     std::vector<std::pair<uint32_t, pbp_offcpu>> offcpu_entries(pid_t pid) const;
     bool seed_offcpu(uint32_t tid, const pbp_offcpu& e);
     void forget_offcpu(pid_t pid);
+    uint64_t offcpu_seeds_spilled() const;
+    uint64_t offcpu_seeds_full() const;
     // After seeding a new target's entries: each CPU looks the task it switches out up once
     // more (it may be one of them, running since before its entry was made).
     void new_offcpu_epoch();
@@ -133,6 +141,8 @@ private:
     bool open_perf_events(std::string& error);
 
     pybpfprof_bpf* skel_ = nullptr;
+    uint32_t offcpu_slots_ = 1;
+    std::unique_ptr<OffcpuTable> offcpu_;  // wall mode's entries (null without the scheduler programs)
     ring_buffer* rb_ = nullptr;
     std::vector<bpf_link*> perf_links_;
     std::vector<int> perf_fds_;

@@ -255,6 +255,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     sc.log = log;
     sc.section_timing = cfg.knobs.section_timing;
     sc.bpf_stats = cfg.knobs.bpf_stats;
+    sc.offcpu_slots = cfg.knobs.offcpu_slots;
     sc.force_no_bpf_loop = cfg.knobs.force_no_bpf_loop;
     sc.native_capture = cfg.native;
     if (cfg.knobs.force_no_wall)
@@ -1010,7 +1011,11 @@ Profile Engine::stop(Session* s) {
                           std::to_string(st[PBP_STAT_OFFCPU_OVER_BUDGET]) + " over the walk budget; " +
                           std::to_string(st[PBP_STAT_OFFCPU_UNSEEN_IN]) +
                           " switch-ins never reported (found by a CPU sample or the switch-out); " +
-                          std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end"});
+                          std::to_string(offcpu_stackless_) + " pending intervals without a stack at the end; " +
+                          std::to_string(st[PBP_STAT_OFFCPU_SPILLED] + sampler_->offcpu_seeds_spilled()) +
+                          " threads' entries away from their home slot, " +
+                          std::to_string(st[PBP_STAT_OFFCPU_FULL] + sampler_->offcpu_seeds_full()) +
+                          " threads not tracked (no free slot)"});
         }
     }
     if (s->cfg_.native && native_ && cfg_.knobs.debug) {

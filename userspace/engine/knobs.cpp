@@ -14,6 +14,11 @@ Knobs Knobs::from_environment() {
     k.force_no_wall = getenv("PYBPFPROF_FORCE_NO_WALL") != nullptr;
     k.no_code_cache = getenv("PYBPFPROF_NO_CODE_CACHE") != nullptr;
     k.no_code_capture = getenv("PYBPFPROF_NO_CODE_CAPTURE") != nullptr;
+    if (const char* n = getenv("PYBPFPROF_OFFCPU_SLOTS"); n && *n) {
+        char* rest = nullptr;
+        unsigned long v = strtoul(n, &rest, 10);
+        if (rest && !*rest && v >= 1 && v <= (1ul << 20) && (v & (v - 1)) == 0) k.offcpu_slots = static_cast<uint32_t>(v);
+    }
     if (const char* t = getenv("TMPDIR"); t && *t) k.tmpdir = t;
     if (const char* w = getenv("PYBPFPROF_SAMPLE_WINDOW"); w && *w) {
         char* rest = nullptr;

@@ -1,7 +1,11 @@
 // The hidden knobs: environment variables for debugging and before/after measurements. They
 // are read here, once, into the configuration; nothing else in pybpfprof calls getenv.
 #pragma once
+
+#include <cstdint>
 #include <string>
+
+#include "pybpfprof/abi.h"
 
 namespace pbp {
 
@@ -19,6 +23,10 @@ struct Knobs {
     bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
     bool no_code_capture = false;  // PYBPFPROF_NO_CODE_CAPTURE: no code object identity captured by
                                    // BPF (bpf/code_capture.bpf.h): every code object read live
+    // PYBPFPROF_OFFCPU_SLOTS=N: wall mode's slot table (engine/offcpu_table.h) has N slots (a
+    // power of 2 from 1 to 1 << 20; other values are ignored). Small, most threads' entries go to
+    // the hash: for tests of that path.
+    uint32_t offcpu_slots = PBP_OFFCPU_SLOTS;
     std::string tmpdir = "/tmp";   // TMPDIR: where a fallback output goes
     // PYBPFPROF_SAMPLE_WINDOW=SECONDS[,BUCKET_SECONDS[,MAX_BUCKETS]]: how long samples keep
     // their own timestamps before they are folded into buckets (engine/aggregator.h; 0 =
