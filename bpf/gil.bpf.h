@@ -70,6 +70,15 @@ static __always_inline struct pt_regs *current_user_regs(struct task_struct *pre
 	return (struct pt_regs *)bpf_task_pt_regs(btf ? prev : bpf_get_current_task_btf());
 }
 
+/* Whether prev may be in a futex wait, from its registers (current_user_regs): gil_waiting_at_switch
+ * can only say yes then. Always where the kernel has no bpf_task_pt_regs (it reads them itself). */
+static __always_inline int gil_futex_possible(struct pt_regs *regs)
+{
+	if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_task_pt_regs))
+		return 1;
+	return regs && regs->orig_ax == PBP_NR_FUTEX;
+}
+
 /* Called in sched_switch for prev (the current task, being switched out asleep): 1 when it is
  * blocked in a futex on the GIL's mutex or condition variable (take_gil), else 0.
  * Sub-interpreters with their own GIL (3.12+) are not seen: the main interpreter's GIL is the

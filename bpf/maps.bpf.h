@@ -28,6 +28,10 @@ volatile __u64 min_block_ns = 1000000;
 volatile __u32 offcpu_epoch = 1;
 /* --mode wall: the offcpu_slots table's size - 1 (its size a power of 2, set with it). */
 const volatile __u32 offcpu_slot_mask = PBP_OFFCPU_SLOTS - 1;
+/* --mode wall: bumped whenever the procs map changes (userspace: a process added, rewritten or
+ * removed; BPF: at an exec), so switch-outs copy anew what they keep of their process
+ * (pbp_offcpu.pc). Starts at 1: an entry's 0 is never current. */
+volatile __u32 offcpu_proc_epoch = 1;
 /* --mode wall: at most one stack walk per thread per this much wall time (see offcpu.bpf.h). */
 const volatile __u64 offcpu_walk_budget_ns = 100000;
 /* --native: the program may capture machine state (bpf/native.bpf.h) for the processes marked

@@ -33,7 +33,8 @@
  * - Place check. The identity check's first reads find the thread state and its current frame
  *   (the thread-state cache's lookup and a read, and 3.11/3.12's cframe read). A switch-out from
  *   the place in the C code one of seen[] was last checked at (the user ip and sp saved at the
- *   system call's entry: the same C call chain down from the eval loop) skips them: it reads
+ *   system call's entry: the same C call chain down from the eval loop) skips them, and the
+ *   lookup of the process too (what it needs of it is kept in the entry, pbp_offcpu.pc): it reads
  *   that slot's leaf and caller where they were, and compares them as the identity check does.
  *   Python frames live above the place (3.11+: a Python call does not recurse in C, so the same
  *   place is the same eval loop call, whatever Python function runs in it), which is why the
@@ -94,11 +95,32 @@ static __always_inline __u32 task_state(struct task_struct *t, int btf)
  * where the GIL is not known (a free-threaded build, a 3.6 without its symbols), else NEITHER
  * (a blocked thread that does not wait for the GIL is taken not to hold it; a C extension
  * blocking with the GIL held is the exception this misses). */
-static __always_inline __u8 offcpu_gil(const struct pbp_proc *proc, __u8 wait)
+static __always_inline __u8 offcpu_gil(__u8 gil_where, __u8 wait)
 {
 	if (wait == PBP_WAIT_GIL)
 		return PBP_GIL_WAITING;
-	return proc->off.gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;
+	return gil_where == PBP_GIL_WHERE_NONE ? PBP_GIL_NA : PBP_GIL_NEITHER;
+}
+
+/* e->pc from the process's entry (see struct pbp_offcpu_proc), as of epoch. */
+static __always_inline void offcpu_keep_proc(struct pbp_offcpu *e, const struct pbp_proc *proc, __u32 epoch)
+{
+	e->pc.frame_previous = proc->off.frame_previous;
+	e->pc.frame_code = proc->off.frame_code;
+	e->pc.frame_instr = proc->off.frame_instr;
+	e->pc.frame_read_len = proc->off.frame_read_len;
+	e->pc.tstate_async_task = proc->off.tstate_async_task;
+	e->pc.frame_kind = proc->off.frame_kind;
+	e->pc.gil_where = proc->off.gil_where;
+	e->pc.native = (proc->flags & PBP_PROC_NATIVE) != 0;
+	e->pc.epoch = epoch;
+}
+
+/* The thread's process's entry, when it is still a wall target; else NULL. */
+static __always_inline const struct pbp_proc *offcpu_proc(__u32 tgid)
+{
+	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	return proc && (proc->flags & PBP_PROC_WALL) ? proc : NULL;
 }
 
 /* The CPU time task t has run (se.sum_exec_runtime: brought up to date before sched_switch). */
@@ -161,10 +183,27 @@ static __always_inline void offcpu_place(struct pt_regs *regs, __u64 *ip, __u64 
 	*sp = regs->sp;
 }
 
-/* --native for this process's off-CPU intervals (bpf_loop kernels only, as on CPU). */
-static __always_inline int offcpu_native_wanted(const struct pbp_proc *proc, int use_loop)
+/* Whether prev (the current task, thread of tgid, entry e) waits for the GIL (gil_waiting_at_switch):
+ * its process's entry looked up only for a wait in a futex of a process whose GIL is known. */
+static __always_inline int offcpu_gil_wait(const struct pbp_offcpu *e, __u32 tgid, struct task_struct *prev,
+					   struct pt_regs *regs)
 {
-	return native_capture && use_loop && (proc->flags & PBP_PROC_NATIVE);
+	if (e->pc.gil_where == PBP_GIL_WHERE_NONE || !gil_futex_possible(regs))
+		return 0;
+	const struct pbp_proc *proc = offcpu_proc(tgid);
+	return proc && gil_waiting_at_switch(proc, prev, regs);
+}
+
+/* --native for this thread's process's off-CPU intervals (bpf_loop kernels only, as on CPU). */
+static __always_inline int offcpu_native_wanted(const struct pbp_offcpu *e, int use_loop)
+{
+	return native_capture && use_loop && e->pc.native;
+}
+
+/* --async: the thread's running asyncio task (as async_task_of, with the kept offset). */
+static __always_inline __u64 offcpu_async_task(const struct pbp_offcpu *e, __u64 ts)
+{
+	return e->pc.tstate_async_task ? rd_u64(ts + e->pc.tstate_async_task) : 0;
 }
 
 /* next side: e is the entry of tid, switched in now. */
@@ -208,7 +247,7 @@ static __always_inline __u8 offcpu_preempt_gil(const struct pbp_offcpu *e)
 }
 
 /* The fields the identity check compares, from the frame window w. */
-static __always_inline void offcpu_frame_fields(const struct pbp_py_offsets *off, const __u8 *w, __u64 *prev,
+static __always_inline void offcpu_frame_fields(const struct pbp_offcpu_proc *off, const __u8 *w, __u64 *prev,
 						__u64 *code, __u64 *instr)
 {
 	*prev = win_u64(w, off->frame_previous);
@@ -227,7 +266,7 @@ static __always_inline void offcpu_frame_fields(const struct pbp_py_offsets *off
  * was (caller_hint; 0: not known): the read starts there when that is within those bytes (a
  * read of 1 KiB costs about 20 ns more than one of a few hundred bytes). Frame objects (<= 3.10)
  * are scattered: two reads. Returns -1 when a frame is unreadable. */
-static __always_inline int offcpu_frame_ids(const struct pbp_py_offsets *off, struct scratch *s, __u64 leaf,
+static __always_inline int offcpu_frame_ids(const struct pbp_offcpu_proc *off, struct scratch *s, __u64 leaf,
 					    __u64 caller_hint, __u64 *leaf_prev, __u64 *leaf_code,
 					    __u64 *leaf_instr, __u64 *caller_instr)
 {
@@ -276,12 +315,19 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	struct pbp_offcpu *e = offcpu_entry(tid);
 	if (!e)
 		return 0;
-	const struct pbp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc || !(proc->flags & PBP_PROC_WALL)) {
-		/* no longer a target (its entry left dormant by userspace, or made as it stopped
-		 * being one): untracked from here */
-		offcpu_free(tid, e);
-		return 0;
+	/* The process's entry is looked up only when what the entry keeps of it is not current,
+	 * and below where the switch-out needs more of it (a wait on a futex, a preempted thread's
+	 * GIL, a walk), each time anew. */
+	__u32 epoch = offcpu_proc_epoch;
+	if (e->pc.epoch != epoch) {
+		const struct pbp_proc *proc = offcpu_proc(tgid);
+		if (!proc) {
+			/* no longer a target (its entry left dormant by userspace, or made as it
+			 * stopped being one): untracked from here */
+			offcpu_free(tid, e);
+			return 0;
+		}
+		offcpu_keep_proc(e, proc, epoch);
 	}
 	/* An interval still pending as the thread leaves the CPU: its switch-in was never
 	 * reported (see offcpu_running), and no sample has ended it. It came on when it began
@@ -300,17 +346,19 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		 * and its entry freed. */
 		for (__u32 w = 1; w < PBP_WAIT_COUNT; w++)
 			if (e->sum_ns[w])
-				offcpu_emit(e, tid, now, e->sum_ns[w], w, offcpu_gil(proc, w), PBP_F_AGGREGATE);
+				offcpu_emit(e, tid, now, e->sum_ns[w], w, offcpu_gil(e->pc.gil_where, w), PBP_F_AGGREGATE);
 		offcpu_free(tid, e);
 		return 0;
 	}
 	/* The user registers, for the GIL wait check and the place (one helper call for both). */
 	struct pt_regs *regs = current_user_regs(prev, use_loop);
-	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. */
+	/* Preempted (or woken before it could sleep): still TASK_RUNNING, waiting for a CPU. One
+	 * if-else chain: computed in two steps (a default, then the GIL, then I/O), the wait reason
+	 * had the verifier explore the walk twice (942k instructions). */
 	__u8 wait;
 	if (preempt || state == 0)
 		wait = PBP_WAIT_RUNNABLE;
-	else if (gil_waiting_at_switch(proc, prev, regs))
+	else if (offcpu_gil_wait(e, tgid, prev, regs))
 		wait = PBP_WAIT_GIL;
 	else if (state & PBP_TASK_UNINTERRUPTIBLE)
 		wait = PBP_WAIT_IO;
@@ -318,7 +366,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		wait = PBP_WAIT_SLEEP;
 	e->tgid = tgid;
 	e->wait = wait;
-	e->gil = offcpu_gil(proc, wait);
+	e->gil = offcpu_gil(e->pc.gil_where, wait);
 	e->out_ns = now;
 	e->approx = 0;
 	e->native_ts = 0;
@@ -354,18 +402,21 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 			if (!seen->leaf || !(seen->stack_id || seen->reason != PBP_OK) ||
 			    ((seen->place_checks + 1) & (OFFCPU_RECHECK - 1)) == 0)
 				break; /* the whole check */
-			if (offcpu_frame_ids(&proc->off, s, seen->leaf, seen->caller, &s->ids.leaf_prev,
+			if (offcpu_frame_ids(&e->pc, s, seen->leaf, seen->caller, &s->ids.leaf_prev,
 					     &s->ids.leaf_code, &s->ids.leaf_instr, &s->ids.caller_instr) ||
 			    s->ids.leaf_code != seen->leaf_code || s->ids.leaf_instr != seen->leaf_instr ||
 			    s->ids.leaf_prev != seen->caller || s->ids.caller_instr != seen->caller_instr)
 				break;
 			seen->place_checks++;
-			e->async_task = async_task_of(&proc->off, seen->tstate);
+			e->async_task = offcpu_async_task(e, seen->tstate);
 			/* as below: preempted holding the GIL. Read once per whole check: the same C
 			 * code under the same Python frames releases the GIL or not alike. */
 			if (wait == PBP_WAIT_RUNNABLE) {
-				if (!seen->preempt_gil)
-					seen->preempt_gil = gil_state_on_cpu(proc, seen->interp, seen->tstate) + 1;
+				if (!seen->preempt_gil) {
+					const struct pbp_proc *proc = offcpu_proc(tgid);
+					if (proc)
+						seen->preempt_gil = gil_state_on_cpu(proc, seen->interp, seen->tstate) + 1;
+				}
 				if (seen->preempt_gil == PBP_GIL_HELD + 1)
 					e->gil = PBP_GIL_HELD;
 			}
@@ -374,7 +425,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 			e->stack_flags = seen->stack_flags;
 			e->reason = seen->reason;
 			e->native_ts = seen->native_ts; /* the same place: the same C code */
-			if (!e->native_ts && offcpu_native_wanted(proc, use_loop) &&
+			if (!e->native_ts && offcpu_native_wanted(e, use_loop) &&
 			    native_capture_switch(ctx, tgid, tid, now))
 				seen->native_ts = e->native_ts = now; /* walked before --native began */
 			stat_add(PBP_STAT_OFFCPU_REUSED, 1);
@@ -383,13 +434,19 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 		}
 	}
 
+	/* The whole check, and the walk: the process's entry is needed from here. */
+	const struct pbp_proc *proc = offcpu_proc(tgid);
+	if (!proc) { /* no longer a target since e->pc was kept (an exec: offsets void) */
+		offcpu_free(tid, e);
+		return 0;
+	}
 	__u32 reason = PBP_OK;
 	__u64 frame = 0, interp = 0;
 	int have_frame = 0;
 	__u64 ts = find_tstate(proc, s, pid_tgid, now, use_loop, &reason, &frame, &have_frame, &interp);
 	if (!ts)
 		return walk_done(si, 0, 0, 0, reason, 0);
-	e->async_task = async_task_of(&proc->off, ts);
+	e->async_task = offcpu_async_task(e, ts);
 	si->async_task = e->async_task;
 	/* Preempted while holding the GIL: every other thread of the interpreter waits for this one
 	 * while it waits for a CPU, so the interval counts as holding it (one more read, only at
@@ -406,7 +463,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	__u64 *leaf_prev = &s->ids.leaf_prev, *leaf_code = &s->ids.leaf_code, *leaf_instr = &s->ids.leaf_instr,
 	      *caller_instr = &s->ids.caller_instr;
 	*leaf_prev = *leaf_code = *leaf_instr = *caller_instr = 0;
-	if (frame && offcpu_frame_ids(&proc->off, s, frame, 0, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
+	if (frame && offcpu_frame_ids(&e->pc, s, frame, 0, leaf_prev, leaf_code, leaf_instr, caller_instr) == 0) {
 		for (int k = 0; k < 2; k++) {
 			struct pbp_offcpu_seen *seen = &e->seen[k];
 			if (seen->tstate == ts && seen->leaf == frame && seen->leaf_code == *leaf_code &&
@@ -421,7 +478,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 				if (!s->ids.uip || seen->uip != s->ids.uip || seen->usp != s->ids.usp)
 					seen->native_ts = 0;
 				e->native_ts = seen->native_ts;
-				if (!e->native_ts && offcpu_native_wanted(proc, use_loop) &&
+				if (!e->native_ts && offcpu_native_wanted(e, use_loop) &&
 				    native_capture_switch(ctx, tgid, tid, now)) {
 					e->native_ts = now;
 					if (s->ids.uip) /* kept for the switch-outs from this place */
@@ -468,7 +525,7 @@ static __always_inline int offcpu_switch_out(void *ctx, void *progs, int use_loo
 	seen->native_ts = 0;
 	/* --native: the machine state as it blocks, for this walk's intervals and the switch-outs
 	 * from the same place that reuse its stack (bpf_loop kernels only, as on CPU) */
-	if (offcpu_native_wanted(proc, use_loop) && native_capture_switch(ctx, tgid, tid, now))
+	if (offcpu_native_wanted(e, use_loop) && native_capture_switch(ctx, tgid, tid, now))
 		seen->native_ts = e->native_ts = now;
 	stat_add(PBP_STAT_OFFCPU_WALK, 1);
 	/* 3.11/3.12: the cframe check, left to here since most switch-outs walk nothing. */

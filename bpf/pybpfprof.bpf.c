@@ -174,6 +174,8 @@ int BPF_PROG(on_exec, struct task_struct *p)
 	 * now on. Forget it here, before any sample of the new program can be walked with
 	 * them; userspace re-discovers it from the event. */
 	int known = bpf_map_delete_elem(&procs, &tgid) == 0;
+	if (known) /* --mode wall: what its threads' entries keep of it is void too */
+		__sync_fetch_and_add(&offcpu_proc_epoch, 1);
 	if (!known && !(watch_flags & PBP_WATCH_EXEC))
 		return 0;
 	if (!known && (watch_flags & PBP_WATCH_CGROUP) && !in_cgroup_filter())

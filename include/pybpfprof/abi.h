@@ -328,9 +328,10 @@ enum pbp_wait {
 
 /* ---- off-CPU tracking (--mode wall) ----------------------------------------------- */
 
-/* Per thread of a wall target (in the offcpu_slots table, see below). Made by userspace for every thread
- * of a process when it becomes a wall target, and by the fork tracepoint for the threads it makes
- * later; deleted at the thread's last switch-out (its exit). The sched_switch program walks the
+/* Per thread of a wall target (in the offcpu_slots table: struct pbp_offcpu_slot below). Made by
+ * userspace for every thread of a process when it becomes a wall target, and by the fork
+ * tracepoint for the threads it makes later; freed at the thread's last switch-out (its exit),
+ * or at one after its process stopped being a target. The sched_switch program walks the
  * thread's stack when it is switched out (prev == current: its memory is readable) and keeps the
  * stack id here with the switch-out time and the wait reason; at its switch-in (the next side of a
  * later sched_switch) the interval ends and its record carries that stack id. Userspace reads
@@ -360,6 +361,20 @@ struct pbp_offcpu_seen {
 	__u8 pad[7];
 };
 
+/* What a switch-out needs of the thread's process (its pbp_proc in the procs map) unless it walks:
+ * copied by a switch-out that looked the process up, and used while epoch is offcpu_proc_epoch
+ * (bumped at every change to the procs map, by userspace and by BPF), so that a switch-out that
+ * passes the place check makes no procs lookup (27-50 ns here). */
+struct pbp_offcpu_proc {
+	__u32 epoch;                   /* offcpu_proc_epoch when copied (0: never) */
+	__u16 frame_previous, frame_code, frame_instr, frame_read_len; /* pbp_py_offsets' */
+	__u16 tstate_async_task;       /* pbp_py_offsets' */
+	__u8 frame_kind;               /* pbp_py_offsets' */
+	__u8 gil_where;                /* pbp_py_offsets' */
+	__u8 native;                   /* flags & PBP_PROC_NATIVE */
+	__u8 pad[3];
+};
+
 struct pbp_offcpu {
 	__u64 out_ns;                  /* when switched out; 0 = on CPU (no interval pending) */
 	__u64 sum_ns[PBP_WAIT_COUNT];  /* intervals shorter than min_block, per enum pbp_wait, not emitted yet */
@@ -383,6 +398,7 @@ struct pbp_offcpu {
 	__u64 native_ts;               /* --native: the pending interval's machine state (see seen[]), 0: none */
 	__u64 exec_ns;                 /* the thread's CPU time (se.sum_exec_runtime) at its last switch-out,
 					* 0: not known (see offcpu_switch_out: a switch-in never reported) */
+	struct pbp_offcpu_proc pc;     /* what its switch-outs need of its process's pbp_proc */
 };
 
 /* Where a tracked thread's pbp_offcpu lives: an open-addressed table (the offcpu_slots map) of

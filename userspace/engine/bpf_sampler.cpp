@@ -336,7 +336,9 @@ int BpfSampler::on_record(void* ctx, void* data, size_t size) {
 
 bool BpfSampler::add_process(pid_t pid, const pbp_proc& proc, std::string& error) {
     uint32_t key = static_cast<uint32_t>(pid);
-    if (bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_ANY)) {
+    const int err = bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_ANY);
+    procs_changed();
+    if (err) {
         error = std::string("cannot add PID ") + std::to_string(pid) + " to the BPF process table: " + strerror(errno);
         return false;
     }
@@ -367,6 +369,7 @@ bool BpfSampler::set_cgroup(uint32_t slot, const std::string& dir, std::string& 
 void BpfSampler::remove_process(pid_t pid) {
     uint32_t key = static_cast<uint32_t>(pid);
     bpf_map__delete_elem(skel_->maps.procs, &key, sizeof key, 0);
+    procs_changed();
 }
 
 int BpfSampler::poll(int timeout_ms) {
@@ -418,7 +421,9 @@ bool BpfSampler::set_process_flags(pid_t pid, uint32_t mask, uint32_t flags, pbp
     proc.flags = (proc.flags & ~mask) | (flags & mask);
     if (out) *out = proc;
     // BPF_EXIST: an entry BPF deleted meanwhile (the process exec'd) is not brought back.
-    return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+    const bool ok = bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+    procs_changed();
+    return ok;
 }
 
 bool BpfSampler::set_async_task_offset(pid_t pid, uint16_t off) {
@@ -426,7 +431,9 @@ bool BpfSampler::set_async_task_offset(pid_t pid, uint16_t off) {
     pbp_proc proc{};
     if (bpf_map__lookup_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, 0)) return false;
     proc.off.tstate_async_task = off;
-    return bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+    const bool ok = bpf_map__update_elem(skel_->maps.procs, &key, sizeof key, &proc, sizeof proc, BPF_EXIST) == 0;
+    procs_changed();
+    return ok;
 }
 
 std::vector<std::pair<uint32_t, pbp_offcpu>> BpfSampler::offcpu_entries(pid_t pid) const {
@@ -439,6 +446,10 @@ bool BpfSampler::seed_offcpu(uint32_t tid, const pbp_offcpu& e) { return offcpu_
 uint64_t BpfSampler::offcpu_seeds_spilled() const { return offcpu_ ? offcpu_->spilled() : 0; }
 
 uint64_t BpfSampler::offcpu_seeds_full() const { return offcpu_ ? offcpu_->full() : 0; }
+
+// After every write to the procs map: wall mode's switch-outs copy anew what they keep of their
+// process (pbp_offcpu.pc), after the write.
+void BpfSampler::procs_changed() { __atomic_add_fetch(&skel_->data->offcpu_proc_epoch, 1, __ATOMIC_SEQ_CST); }
 
 void BpfSampler::new_offcpu_epoch() { skel_->data->offcpu_epoch++; }
 

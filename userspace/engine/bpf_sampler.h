@@ -139,6 +139,7 @@ private:
     BpfSampler() = default;
     static int on_record(void* ctx, void* data, size_t size);
     bool open_perf_events(std::string& error);
+    void procs_changed();
 
     pybpfprof_bpf* skel_ = nullptr;
     uint32_t offcpu_slots_ = 1;
