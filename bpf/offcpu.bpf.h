@@ -200,10 +200,10 @@ static __always_inline int offcpu_native_wanted(const struct pbp_offcpu *e, int 
 	return native_capture && use_loop && e->pc.native;
 }
 
-/* --async: the thread's running asyncio task (as async_task_of, with the kept offset). */
+/* --async: the thread's running asyncio task, with the kept offset. */
 static __always_inline __u64 offcpu_async_task(const struct pbp_offcpu *e, __u64 ts)
 {
-	return e->pc.tstate_async_task ? rd_u64(ts + e->pc.tstate_async_task) : 0;
+	return async_task_at(e->pc.tstate_async_task, ts);
 }
 
 /* next side: e is the entry of tid, switched in now. */

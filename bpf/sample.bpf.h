@@ -15,9 +15,14 @@
 
 /* --async: the thread's running asyncio task (0 when none, or when not asked for: one read
  * per sample only then). */
+static __always_inline __u64 async_task_at(__u16 tstate_async_task, __u64 ts)
+{
+	return tstate_async_task ? rd_u64(ts + tstate_async_task) : 0;
+}
+
 static __always_inline __u64 async_task_of(const struct pbp_py_offsets *off, __u64 ts)
 {
-	return off->tstate_async_task ? rd_u64(ts + off->tstate_async_task) : 0;
+	return async_task_at(off->tstate_async_task, ts);
 }
 
 /* Walk the frames from frame (the thread's first, of thread state ts in interpreter interp) and
