@@ -436,6 +436,69 @@ TEST(Aggregator, StackIdLookedUpOncePerPidAndAgainAfterExec) {
     EXPECT_EQ(P.total_samples(), 10u);
 }
 
+// A forked child of a target that exec'd another program before it ran Python of its own (a
+// subprocess's child on its way to exec uname): what it was sampled doing is its parent's,
+// under the parent's thread kForkedChildrenTid, and it is no process of its own in a session
+// that has the parent (Engine::on_exec_or_fork). A sample of it whose runtime no longer
+// reads was taken in the exec itself, after its memory was replaced: not start-up. A session
+// without the parent keeps the child as an exec'd program of its own, as before.
+TEST(Aggregator, AForkThatExecsBeforeRunningPythonIsItsParents) {
+    const uint32_t parent = static_cast<uint32_t>(getpid()), c1 = absent_pid(), c2 = c1 + 1;
+    Fixture F;
+    Aggregator& no_parent = F.new_session();
+    F.add_process(fake_target(static_cast<pid_t>(parent)));
+    for (uint32_t c : {c1, c2}) {
+        F.add_process(fake_target(static_cast<pid_t>(c)), {&F.agg, &no_parent});
+        F.store.mark_forked(static_cast<pid_t>(c));
+    }
+    pbp_event in_exec = sample(c1, c1, 104, 0, 0, 0, PBP_ERR_NO_INTERPRETER);
+    in_exec.runtime = PBP_RT_UNREADABLE;
+    F.on_sample(sample(parent, parent, 100, 0, 0, 0, PBP_ERR_NO_FRAME));
+    F.on_sample(sample(c2, c2, 103, 1, 0, 0, PBP_ERR_NO_FRAME), {&F.agg, &no_parent});
+    F.on_sample(sample(c1, c1, 101, 0, 0, 0, PBP_ERR_NO_FRAME), {&F.agg, &no_parent});
+    F.on_sample(in_exec, {&F.agg, &no_parent});
+    F.on_sample(sample(parent, parent, 105, 0, 0, 0, PBP_ERR_NO_FRAME));
+    uint32_t key = 0x80000000u;
+    for (uint32_t c : {c1, c2}) {
+        for (Aggregator* a : F.all_sessions()) a->fold_fork(c, parent);
+        F.exec(static_cast<pid_t>(c), key++);
+    }
+
+    Profile P = F.snap();
+    ASSERT_EQ(P.processes.size(), 1u) << "the children are not processes of their own";
+    const auto& pp = P.processes.at(parent);
+    ASSERT_EQ(pp.threads.size(), 2u);
+    const auto& kids = pp.threads.at(pbp::kForkedChildrenTid);
+    EXPECT_EQ(kids.name, "[forked children, until their exec]");
+    ASSERT_EQ(kids.samples.size(), 3u);
+    EXPECT_EQ(kids.samples[0].ts_ns, 101u) << "in time order";
+    EXPECT_EQ(kids.samples[1].ts_ns, 103u);
+    EXPECT_EQ(kids.samples[2].ts_ns, 104u);
+    EXPECT_EQ(frames_of(P, kids.samples[2].stack).at(0).name, "[exec of another program]");
+    EXPECT_EQ(P.run.unresolved.count("exec of another program"), 0u) << "what it is, not a problem";
+    EXPECT_EQ(pp.threads.at(parent).samples.size(), 2u);
+    EXPECT_EQ(pp.first_sample_ns, 100u);
+    EXPECT_EQ(pp.last_sample_ns, 105u);
+    EXPECT_EQ(P.total_samples(), 5u);
+    EXPECT_NE(pbp::summary_line(P, "x").find(", 1 process, 2 threads,"), std::string::npos) << pbp::summary_line(P, "x");
+
+    // Without the parent: each child is the program it ran until its exec, as any exec'd one.
+    Profile N = F.snap(no_parent);
+    EXPECT_EQ(N.processes.size(), 2u);
+    EXPECT_EQ(N.processes.count(parent), 0u);
+    EXPECT_EQ(N.total_samples(), 3u);
+
+    // A process not found at a fork whose runtime does not read has not started yet.
+    const uint32_t other = c2 + 1;
+    F.add_process(fake_target(static_cast<pid_t>(other)));
+    pbp_event early = sample(other, other, 200, 0, 0, 0, PBP_ERR_NO_INTERPRETER);
+    early.runtime = PBP_RT_UNREADABLE;
+    F.on_sample(early);
+    Profile Q = F.snap();
+    EXPECT_EQ(frames_of(Q, Q.processes.at(other).threads.at(other).samples.at(0).stack).at(0).name,
+              "[interpreter start-up]");
+}
+
 // A target that exec'd another Python program (python a.py -> os.execv -> python b.py): the
 // samples taken before the exec keep the command line, names and CPU of the program that took
 // them, in an entry of their own (its key is not the pid; ProcessProfile::pid is), and the

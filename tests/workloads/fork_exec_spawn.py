@@ -1,5 +1,6 @@
-# Process churn as Python programs make it (tests/integration/test_storms.cpp): 40 runs of
-# `uname -p` through subprocess (fork, then exec at once), 3 multiprocessing children
+# Process churn as Python programs make it (tests/integration/test_storms.cpp): 200 runs of
+# `uname -p` through subprocess (fork, then exec at once; enough for a few samples of the
+# children between their fork and their exec at 999 Hz), 3 multiprocessing children
 # started by "spawn" (fork, exec of Python again) and 2 by "fork" (no exec: Python goes on
 # in the child). Each child spends about 150 ms of CPU in a function named for how it was
 # started. Prints "uname PID", "spawned PID" and "forked PID" for each child.
@@ -24,7 +25,7 @@ def forked_child_busy():
 
 
 if __name__ == "__main__":
-    for _ in range(40):
+    for _ in range(200):
         p = subprocess.Popen(["uname", "-p"], stdout=subprocess.DEVNULL)
         if p.wait() != 0:
             sys.exit(1)

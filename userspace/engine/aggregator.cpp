@@ -24,6 +24,29 @@ void Aggregator::retire(uint32_t pid, uint32_t key) {
     transient_.erase(pid);
 }
 
+void Aggregator::fold_fork(uint32_t child, uint32_t parent) {
+    auto c = profile_.processes.find(child);
+    auto p = profile_.processes.find(parent);
+    if (c == profile_.processes.end() || p == profile_.processes.end() || child == parent) return;
+    ThreadProfile& to = p->second.threads[kForkedChildrenTid];
+    to.tid = kForkedChildrenTid;
+    for (auto& [tid, t] : c->second.threads)
+        to.samples.insert(to.samples.end(), std::make_move_iterator(t.samples.begin()),
+                          std::make_move_iterator(t.samples.end()));
+    // In time order, as every thread's (children interleave; a bucket keeps its start).
+    std::stable_sort(to.samples.begin(), to.samples.end(),
+                     [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
+    const ProcessProfile& cp = c->second;
+    ProcessProfile& pp = p->second;
+    if (cp.first_sample_ns && (!pp.first_sample_ns || cp.first_sample_ns < pp.first_sample_ns))
+        pp.first_sample_ns = cp.first_sample_ns;
+    pp.last_sample_ns = std::max(pp.last_sample_ns, cp.last_sample_ns);
+    if (to.samples.empty()) p->second.threads.erase(kForkedChildrenTid);
+    profile_.processes.erase(c);
+    // Its stacks are forgotten with the program (StackStore::forget_process): none will move.
+    transient_.erase(child);
+}
+
 void Aggregator::forget_if_unsampled(uint32_t pid) {
     if (auto it = profile_.processes.find(pid); it != profile_.processes.end() && it->second.threads.empty())
         profile_.processes.erase(it);

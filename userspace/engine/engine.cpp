@@ -567,7 +567,7 @@ void Engine::retry_cgroups(Session& s, uint64_t now) {
     }
 }
 
-bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, bool forked) {
+bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, pid_t fork_parent) {
     // Asked again now: the process may have exec'd a setuid program since it was found.
     if (std::string why; !s.admits(t.pid, &why)) {
         debug("PID " + std::to_string(t.pid) + " not registered: " + why);
@@ -590,6 +590,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
         if (cfg_.knobs.no_code_capture) cfg.off.code_ident_len = 0;
         symbolizer_->add_process(t.pid, t.layout, t.code_type_addr);
         store_->reset_process(t.pid);
+        if (fork_parent) store_->mark_forked(t.pid);  // a copy of a running interpreter
         if (native_) native_->forget_process(t.pid);  // an exec: other files
         registry_->add(t, node_->node.labels_for(t.pid));
         std::string error;
@@ -625,8 +626,8 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, b
     EngineEvent e{EngineEvent::TargetAdded, t.pid, announce};
     e.python = t.describe();
     if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
-    if (forked && !s.announced_.count(t.pid))
-        s.unannounced_[t.pid] = {e, t.exe, mono_ns()};  // see on_sample, announce_settled_forks
+    if (fork_parent && !s.announced_.count(t.pid))
+        s.unannounced_[t.pid] = {e, t.exe, mono_ns(), fork_parent};  // see on_sample, announce_settled_forks
     else
         this->announce(s, e);
     return true;
@@ -842,7 +843,14 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
             std::all_of(wanting.begin(), wanting.end(), [&](Session* s) { return s->targets_.count(pid) != 0; }))
             return;
         // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
-        // A forked child that never ran Python was never news: it is not announced.
+        // A forked child that never ran Python was never news: it is not announced, nor listed
+        // as a process of its own. What it was sampled doing between its fork and its exec
+        // (the fork's way out to the exec: subprocess's, say) is its parent's call's cost: its
+        // samples go to its parent, under one thread for all such children
+        // (Aggregator::fold_fork).
+        for (Session* s : targets_[pid])
+            if (auto u = s->unannounced_.find(pid); u != s->unannounced_.end())
+                s->agg_->fold_fork(static_cast<uint32_t>(pid), static_cast<uint32_t>(u->second.parent));
         retire_exec(pid);
         for (Session* s : targets_[pid]) {
             s->targets_.erase(pid);
@@ -858,6 +866,7 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
     schedule(pid, e.ts_ns);
     pending_[pid].for_sessions.insert(wanting.begin(), wanting.end());
     pending_[pid].fork = !exec;
+    pending_[pid].parent = exec ? 0 : static_cast<pid_t>(e.ppid);
 }
 
 void Engine::run_pending() {
@@ -874,7 +883,7 @@ void Engine::run_pending() {
         switch (r.status) {
             case Discovery::Python: {
                 bool any = false;
-                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true, p.fork);
+                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true, p.fork ? p.parent : 0);
                 if (any)
                     debug("PID " + std::to_string(pid) + " registered at mono_ns " + std::to_string(mono_ns()) +
                           " (event at " + std::to_string(p.event_ns) + ", attempt " + std::to_string(p.attempt) + ")");

@@ -250,6 +250,7 @@ void ProcessRegistry::fill(uint32_t key, ProcessProfile& out) const {
     out.labels = m->labels;
     out.resources = m->resources;
     for (auto& [tid, t] : out.threads) {
+        if (tid == kForkedChildrenTid) t.name = kForkedChildrenName;
         auto mt = m->threads.find(tid);
         if (mt == m->threads.end()) continue;
         t.name = mt->second.name;

@@ -117,6 +117,13 @@ struct Sample {
     bool operator==(const Sample&) const = default;
 };
 
+// The thread of a process that holds what its forked children were sampled doing between
+// their fork and their exec of another program, before any ran Python of its own (a
+// subprocess's child on its way to exec uname, say): their parent's call's cost, not processes
+// of their own (Aggregator::fold_fork). No thread has tid 0.
+constexpr uint32_t kForkedChildrenTid = 0;
+constexpr const char* kForkedChildrenName = "[forked children, until their exec]";
+
 struct ThreadProfile {
     uint32_t tid = 0;     // host tid
     uint32_t ns_tid = 0;  // tid inside the process's PID namespace (== tid when none)

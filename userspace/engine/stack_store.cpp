@@ -14,12 +14,14 @@ StackStore::StackStore(Symbolizer& symbolizer, StackLookup lookup)
 void StackStore::reset_process(pid_t pid) {
     stack_ids_[pid].clear();
     started_.erase(pid);
+    forked_.erase(pid);
     task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
 }
 
 void StackStore::forget_process(pid_t pid) {
     stack_ids_.erase(pid);
     started_.erase(pid);
+    forked_.erase(pid);
     task_stacks_.erase(task_stacks_.lower_bound({pid, 0, 0, 0}), task_stacks_.lower_bound({pid + 1, 0, 0, 0}));
 }
 
@@ -149,6 +151,9 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
     if (!e.stack_id) {
         // Start-up, finalization, a C library's thread: what it is, not a problem.
         const bool started = started_.count(static_cast<pid_t>(e.pid));
+        if ((e.runtime & PBP_RT_UNREADABLE) && forked_.count(static_cast<pid_t>(e.pid)) &&
+            cpython::frameless_label(e.runtime, e.reason, false) == cpython::kStartup)
+            return synthetic_stack(kExecLabel, wait, false);
         if (const char* what = cpython::frameless_label(e.runtime, e.reason, started)) return synthetic_stack(what, wait, false);
         // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread
         // still blocked at the end, stack not read): the leaf alone.

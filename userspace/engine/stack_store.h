@@ -38,6 +38,14 @@ public:
     // A process became a target (again, after an exec): its BPF stack ids mean nothing now.
     void reset_process(pid_t pid);
     void forget_process(pid_t pid);
+    // pid is a fork of a running interpreter (found at its fork, no exec since): past start-up,
+    // and a sample that finds its runtime unreadable was taken in its exec of another program,
+    // after its memory was replaced (the exec's record comes after it).
+    static constexpr const char* kExecLabel = "exec of another program";
+    void mark_forked(pid_t pid) {
+        started_.insert(pid);
+        forked_.insert(pid);
+    }
 
     // The stack a sample lands on: the symbolized frames of its id, plus a root-most
     // [truncated] / [partial stack] marker from this sample's own flags (the id is a hash of
@@ -141,6 +149,7 @@ private:
     // Processes that have shown a Python stack or a readable runtime on CPU: past the moment
     // their runtime's memory was first touched (cpython::frameless_label's 'started').
     std::unordered_set<pid_t> started_;
+    std::unordered_set<pid_t> forked_;  // mark_forked
     std::unique_ptr<pbp_stack> buf_;
     std::vector<StackMove> moves_;
     // task_stack's results: (pid, stack id, coroutine code, plain stack) -> (chain -> stack)
