@@ -155,7 +155,9 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         s->offcpu_slots_ = slots;
 
         int err;
-        {
+        if (wall && s->native_capture_ && cfg.force_wall_native_e2big) {
+            err = -E2BIG;
+        } else {
             // Verification is ~1.2 s of CPU here (on_sample: 340,000 instructions), done in
             // this thread: on a machine busy with other work, at nice 0 it got its share and
             // took 16-20 s (BENCHMARKS.md, agent cost).
@@ -168,6 +170,12 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         }
         pybpfprof_bpf__destroy(s->skel_);
         s->skel_ = nullptr;
+        if (wall && err == -E2BIG && s->native_capture_) {  // the same again without native capture
+            s->native_capture_ = false;
+            s->native_error_ = std::string("its verifier refused wall mode's scheduler programs with native capture (") +
+                               strerror(E2BIG) + ": they need more than the 1M instructions it verifies at most, as on kernel 6.12)";
+            continue;
+        }
         if (wall) {  // the same again without the scheduler programs
             wall = false;
             s->wall_error_ = std::string("the kernel refused the scheduler programs: ") + strerror(-err);

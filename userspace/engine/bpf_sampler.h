@@ -33,8 +33,12 @@ struct SamplerConfig {
     bool force_no_bpf_loop = false;  // Knobs::force_no_bpf_loop
     // --native: load the machine-state capture (kernels with bpf_loop and bpf_task_pt_regs),
     // and size the ring buffer for its records (~17 KiB each). Which processes it applies to
-    // is their PBP_PROC_NATIVE flag.
+    // is their PBP_PROC_NATIVE flag. A kernel whose verifier gives up on the scheduler
+    // programs with it (E2BIG: more than the 1M instructions it verifies at most; kernel
+    // 6.12's does, 6.1's and 6.18's do not) gets them without it: wall mode is kept, and
+    // native_error() says why --native is not.
     bool native_capture = false;
+    bool force_wall_native_e2big = false;  // Knobs::force_wall_native_e2big
     // Why wall mode's scheduler programs are left out; empty: they are loaded. Verifying them
     // is most of the load time (on 6.18 about 60% of it), so a front-end that will never ask
     // for --mode wall leaves them out. A wall session is then refused with this reason.
@@ -96,6 +100,8 @@ public:
     // attached only while a wall session runs.
     // wall_error(): why this kernel cannot (one line, "" when it can).
     const std::string& wall_error() const { return wall_error_; }
+    // Why native capture was asked for and left out (one line, "" when it was not).
+    const std::string& native_error() const { return native_error_; }
     bool attach_wall(std::string& error);
     void detach_wall();
     bool wall_attached() const { return !wall_links_.empty(); }
@@ -150,6 +156,7 @@ private:
     std::vector<bpf_link*> tp_links_;
     std::vector<bpf_link*> wall_links_;
     std::string wall_error_;
+    std::string native_error_;
     Handler handler_;
     NativeHandler native_handler_;
     CodeHandler code_handler_;

@@ -258,6 +258,7 @@ std::unique_ptr<Engine> Engine::start(const EngineConfig& cfg, Status& status) {
     sc.offcpu_slots = cfg.knobs.offcpu_slots;
     sc.force_no_bpf_loop = cfg.knobs.force_no_bpf_loop;
     sc.native_capture = cfg.native;
+    sc.force_wall_native_e2big = cfg.knobs.force_wall_native_e2big;
     if (cfg.knobs.force_no_wall)
         sc.no_scheduler_programs = "the scheduler programs were left out (PYBPFPROF_FORCE_NO_WALL, as on a kernel that refuses them)";
     else if (!cfg.wall_sessions)
@@ -354,6 +355,12 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
                                         "; use a kernel with BTF and the sched_switch tracepoint "
                                         "(Debian's 5.10+ kernels have them), or --mode cpu");
         status.debug = early_debug_;  // the verifier's log of the refused programs (PYBPFPROF_DEBUG=2)
+        return nullptr;
+    }
+    if (cfg.native && !native_ && !sampler_->native_error().empty()) {
+        status = Status::cannot_profile("--native is not available on kernel " + kernel_release() + " while --mode wall is: " +
+                                        sampler_->native_error() +
+                                        "; run --mode wall without --native, or --native without --mode wall");
         return nullptr;
     }
     if (cfg.native && !native_) {

@@ -12,6 +12,7 @@ Knobs Knobs::from_environment() {
     k.bpf_stats = k.debug || getenv("PYBPFPROF_BPF_STATS") != nullptr;
     k.force_no_bpf_loop = getenv("PYBPFPROF_FORCE_NO_BPF_LOOP") != nullptr;
     k.force_no_wall = getenv("PYBPFPROF_FORCE_NO_WALL") != nullptr;
+    k.force_wall_native_e2big = getenv("PYBPFPROF_FORCE_WALL_NATIVE_E2BIG") != nullptr;
     k.no_code_cache = getenv("PYBPFPROF_NO_CODE_CACHE") != nullptr;
     k.no_code_capture = getenv("PYBPFPROF_NO_CODE_CAPTURE") != nullptr;
     if (const char* n = getenv("PYBPFPROF_OFFCPU_SLOTS"); n && *n) {
