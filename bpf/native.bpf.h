@@ -156,24 +156,60 @@ static __always_inline void native_user_regs(struct pbp_native_event *n)
 	}
 }
 
-/* --mode wall --native: the machine state of a thread of a PBP_PROC_NATIVE process as it blocks
- * (the current task, at the switch-out whose walk follows; ctx: sched_switch's, with bpf_loop):
- * the kernel stack down to the scheduler, and the user registers and stack at its kernel entry.
- * Sent with PBP_NATIVE_F_OFFCPU and ts_ns = now; the intervals it stands for carry now in their
- * records (pbp_event.cpu_clock_ns). 1 when sent. */
-static __always_inline int native_capture_switch(void *ctx, __u32 tgid, __u32 tid, __u64 now)
+/* What native_user_and_send does (its mode). */
+#define NATIVE_SEND_NONE 0     /* nothing: the caller wants no capture */
+#define NATIVE_SEND_CPU 1      /* an on-CPU sample whose user registers are in the header */
+#define NATIVE_SEND_CPU_REGS 2 /* an on-CPU sample that hit the kernel: the user registers too */
+#define NATIVE_SEND_OFFCPU 3   /* an off-CPU capture: the user registers, and the wide copy */
+
+/* The user part of a capture whose header (and kernel stack) the caller filled in the per-CPU
+ * scratch record: the user registers at the task's kernel entry, then the copy of the user stack
+ * and the send, as mode says. Returns ts when the record was sent, else 0.
+ *
+ * A global function: the verifier checks it once, on its own, not at each call site in each
+ * caller's state; and the scheduler program calls it whether it wants a capture or not (mode
+ * NONE), so that what follows (the walk) is explored once, not once per outcome. With the capture
+ * inlined at its three sites and called only when wanted, the scheduler program with --native
+ * verified at 636k instructions on 6.18, 506k with this (tools/vmtest --kernel 6.12: over the
+ * verifier's limit of 1M, E2BIG, before the wait reason was read back from the entry; see
+ * offcpu_switch_out). Its arguments are scalars, as a global function's must be on every kernel
+ * with bpf_loop (5.17+); programs without bpf_loop never call it (5.10 would verify it, and it
+ * uses bpf_task_pt_regs, 5.15+). */
+__noinline __u64 native_user_and_send(int mode, __u64 ts)
 {
 	__u32 zero = 0;
-	struct native_scratch *ns = bpf_map_lookup_elem(&native_scratch, &zero);
+	struct native_scratch *ns = mode != NATIVE_SEND_NONE ? bpf_map_lookup_elem(&native_scratch, &zero) : 0;
 	if (!ns)
 		return 0;
-	struct pbp_native_event *n = native_header(&ns->ev, now, tgid, tid);
-	n->flags = PBP_NATIVE_F_KERNEL | PBP_NATIVE_F_OFFCPU;
-	long kb = bpf_get_stack(ctx, n->kstack, sizeof(n->kstack), 0);
-	if (kb > 0)
-		n->kdepth = (__u16)(kb / 8);
-	native_user_regs(n);
-	return native_copy_and_send_wide(n);
+	struct pbp_native_event *n = &ns->ev;
+	if (mode != NATIVE_SEND_CPU)
+		native_user_regs(n);
+	int sent = mode == NATIVE_SEND_OFFCPU ? native_copy_and_send_wide(n) : native_copy_and_send(n);
+	return sent ? ts : 0;
+}
+
+/* --mode wall --native: the machine state of a thread of a PBP_PROC_NATIVE process as it blocks
+ * (the current task, at the switch-out whose walk follows; ctx: sched_switch's, with bpf_loop),
+ * when wanted: the kernel stack down to the scheduler, and the user registers and stack at its
+ * kernel entry. Sent with PBP_NATIVE_F_OFFCPU and ts_ns = now; the intervals it stands for carry
+ * now in their records (pbp_event.cpu_clock_ns). Returns now when sent, else 0. */
+static __always_inline __u64 native_capture_switch(void *ctx, int use_loop, int wanted, __u32 tgid, __u32 tid,
+						   __u64 now)
+{
+	/* Without bpf_loop (a constant: its programs reference no global function), or without
+	 * --native (a constant to the verifier): nothing. */
+	if (!use_loop || !native_capture)
+		return 0;
+	__u32 zero = 0;
+	struct native_scratch *ns = wanted ? bpf_map_lookup_elem(&native_scratch, &zero) : 0;
+	if (ns) {
+		struct pbp_native_event *n = native_header(&ns->ev, now, tgid, tid);
+		n->flags = PBP_NATIVE_F_KERNEL | PBP_NATIVE_F_OFFCPU;
+		long kb = bpf_get_stack(ctx, n->kstack, sizeof(n->kstack), 0);
+		if (kb > 0)
+			n->kdepth = (__u16)(kb / 8);
+	}
+	return native_user_and_send(ns ? NATIVE_SEND_OFFCPU : NATIVE_SEND_NONE, now);
 }
 
 /* Send the machine state of the sample being made (s->cur) of a PBP_PROC_NATIVE process. Its
@@ -191,6 +227,7 @@ static __always_inline void native_capture_sample(struct bpf_perf_event_data *ct
 	 * are those saved at kernel entry, and the kernel stack is what ran. */
 	/* cs is a 16-bit field, but the context allows only whole-word loads of the registers */
 	__u64 cs = *(__u64 *)((char *)&ctx->regs + __builtin_offsetof(struct pt_regs, cs));
+	int mode = NATIVE_SEND_CPU;
 	if (cs & 3) {
 		n->ip = ctx->regs.ip;
 		n->sp = ctx->regs.sp;
@@ -200,9 +237,9 @@ static __always_inline void native_capture_sample(struct bpf_perf_event_data *ct
 		long kb = bpf_get_stack(ctx, n->kstack, sizeof(n->kstack), 0);
 		if (kb > 0)
 			n->kdepth = (__u16)(kb / 8);
-		native_user_regs(n);
+		mode = NATIVE_SEND_CPU_REGS;
 	}
-	native_copy_and_send(n);
+	native_user_and_send(mode, 0);
 }
 
 #endif /* __PYBPFPROF_NATIVE_BPF_H__ */
