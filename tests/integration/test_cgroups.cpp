@@ -267,6 +267,15 @@ TEST_F(Cgroups, WaitsForAPodThatAppearsLater) {
 TEST_F(Cgroups, AgentInAPrivateCgroupNamespace) {
     // A DaemonSet agent runs in a cgroup namespace of its own: pybpfprof joins PID 1's.
     pid_t inside = start_in(base + "/app", busy(10));
+    // Python by the time pybpfprof looks (its -d 2 is short): under TCG (tools/vmtest 6.12) the
+    // shell's exec and Python's start-up took long enough that the scan found no CPython yet.
+    ASSERT_TRUE(wait_for(
+        [&] {
+            std::error_code ec;
+            return fs::read_symlink("/proc/" + std::to_string(inside) + "/exe", ec).filename() == "python3.11";
+        },
+        30));
+    usleep(300000);
     std::string agent = base + "/agent";
     fs::create_directories(agent);
     std::string out = dir + "/ns.json";
