@@ -344,6 +344,11 @@ TEST_P(Profiling, UnwritableOutputFallsBackAndKeepsSamples) {
     std::string err = prof.err();
     ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(the samples were saved to (\S+) instead)"))) << err;
     std::string fallback = m[1];
+    // The fix, in the same line: where they go once the path can be written again.
+    EXPECT_NE(err.find(fallback + " instead; once " + sub + "/out.json can be written: mv " + fallback + " " + sub +
+                       "/out.json\n"),
+              std::string::npos)
+        << err;
     auto p = read_speedscope(fallback);
     EXPECT_GT(p.count([](auto& s) { return has_frame(s, "Splitter.hot_seventy"); }), 50u);
     std::filesystem::remove(fallback);
@@ -918,6 +923,32 @@ TEST_F(BadInput, WallNativeOnAVerifierThatRefusesBothSaysWhatRuns) {
     }
 }
 
+// A binary profile asked for on standard output that is a terminal (script(1) gives the run
+// one) is refused before anything runs, saying what to do; redirected, it is written (before:
+// gzip bytes on the terminal).
+TEST_F(BadInput, BinaryProfileToATerminalIsRefused) {
+    const std::string marker = dir + "/started";
+    for (const std::string f : {"pprof", "pbp"}) {
+        auto r = run({"script", "-qec",
+                      pybpfprof_bin() + " -f " + f + " -o - -- " + host_python().argv[0] + " -c \"open('" + marker +
+                          "', 'w').close()\"",
+                      "/dev/null"});
+        EXPECT_EQ(r.status, 2) << f << ": " << r.out;
+        EXPECT_NE(r.out.find("-o - with -f " + f + " would write a binary profile to this terminal; redirect "
+                             "standard output"),
+                  std::string::npos)
+            << r.out;
+        EXPECT_FALSE(std::filesystem::exists(marker)) << "the command was started";
+    }
+    auto ok = run({"sh", "-c",
+                   pybpfprof_bin() + " -q -f pprof -o - -- " + host_python().argv[0] + " -c pass > " + dir + "/p.pb.gz"});
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    const std::string gz = read_file(dir + "/p.pb.gz");
+    ASSERT_GE(gz.size(), 2u);
+    EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
+    EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
+}
+
 TEST_F(BadInput, Python2IsRefusedAsPython2) {
     const std::string py2 = "/root/.pyenv/versions/2.7.18/bin/python2.7";
     PBP_REQUIRE(std::filesystem::exists(py2), "pyenv's 2.7.18 is not installed");
@@ -931,10 +962,9 @@ TEST_F(BadInput, Python2IsRefusedAsPython2) {
     // at the end of the whole -d); the run that found no CPython says why the one it found was
     // refused (before that: only "no CPython process was found in the launched command").
     const uint64_t t0 = mono_ns();
-    Child l({pybpfprof_bin(), "-d", "20", "-o", dir + "/l.json", "--", py2, "-c", "import time; time.sleep(30)"},
-            dir);
+    Child l({pybpfprof_bin(), "-o", dir + "/l.json", "--", py2, "-c", "import time; time.sleep(30)"}, dir);
     ASSERT_TRUE(l.wait_for_err("Ctrl-C to stop)\n", 30)) << l.err();
-    EXPECT_LT((mono_ns() - t0) / 1e9, 10.0) << "said at once, not after -d 20";
+    EXPECT_LT((mono_ns() - t0) / 1e9, 10.0) << "said at once, not at the run's end";
     std::smatch m;
     const std::string said = l.err();
     ASSERT_TRUE(std::regex_search(said, m,
@@ -952,6 +982,11 @@ TEST_F(BadInput, Python2IsRefusedAsPython2) {
                                                   R"(nothing was written\n$)")))
         << l.err();
     EXPECT_FALSE(std::filesystem::exists(dir + "/l.json"));
+    // With -d, the run ends by itself: no Ctrl-C to press (before: "(Ctrl-C to stop)" all the same).
+    auto d = run({pybpfprof_bin(), "-d", "1", "-o", dir + "/d.json", "--", py2, "-c", "import time; time.sleep(3)"});
+    EXPECT_EQ(d.status, 2) << d.err;
+    EXPECT_NE(d.err.find("; the run goes on for the programs it starts, until -d ends it\n"), std::string::npos) << d.err;
+    EXPECT_EQ(d.err.find("Ctrl-C"), std::string::npos) << d.err;
     // --all-python names the Python 2 process it leaves out (before: not a word).
     auto a = run({pybpfprof_bin(), "-a", "-d", "1", "-o", dir + "/a.json"});
     EXPECT_NE(a.err.find("pybpfprof: warning: PID " + std::to_string(target.pid()) +
@@ -997,6 +1032,20 @@ TEST_F(BadInput, ZombieIsCalledAZombie) {
 TEST_F(BadInput, CommandNotFound) {
     auto r = run({pybpfprof_bin(), "-o", dir + "/x.json", "--", "/nonexistent/program"});
     expect_one_line_error(r, 2, "cannot run /nonexistent/program");
+    EXPECT_NE(r.err.find("; check the command and your PATH"), std::string::npos) << r.err;
+}
+
+// A script without its x bit: the fix is named (before: "check the command and your PATH",
+// though the command was found).
+TEST_F(BadInput, CommandThatIsNotExecutableSaysWhatToDo) {
+    const std::string script = dir + "/app.py";
+    std::ofstream(script) << "#!/usr/bin/env python3\nprint('hi')\n";
+    chmod(script.c_str(), 0644);
+    auto r = run({pybpfprof_bin(), "-o", dir + "/x.json", "--", script});
+    expect_one_line_error(r, 2, "cannot run " + script + ": Permission denied; it is not an executable file");
+    EXPECT_NE(r.err.find("chmod +x it, or run it with its interpreter (-- python3 " + script + ")"), std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/x.json"));
 }
 
 }  // namespace

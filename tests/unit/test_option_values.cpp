@@ -127,6 +127,25 @@ TEST(OptionValues, TheSentencesNameTheOptionAsTyped) {
               "pybpfprof dump: --pid needs a value before -a: a process ID (e.g. --pid 1234)\n");
 }
 
+// An option of one value given twice: one line naming it and its values, not CLI11's "--duration:
+// At Most 1 required but received 2".
+TEST(OptionValues, AnOptionOfOneValueGivenTwiceSaysSo) {
+    Ran r = run_command(record, "pybpfprof", {"-a", "-d", "2", "-d", "3"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "pybpfprof: -d/--duration was given 2 times (2, 3); give it once\n");
+    r = run_command(record, "pybpfprof", {"-a", "-r", "5", "--rate", "6", "-r", "7"});
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(r.err, "pybpfprof: -r/--rate was given 3 times (5, 6, 7); give it once\n");
+    // Repeatable options stay repeatable.
+    Options o;
+    int code = 0;
+    std::vector<std::string> args{"pybpfprof", "-p", "1", "-p", "2", "-d", "1"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    EXPECT_TRUE(parse_options(static_cast<int>(argv.size()), argv.data(), o, code)) << code;
+    EXPECT_EQ(o.pids.size(), 2u);
+}
+
 // Values that only look like options stay values: a negative number is checked as a number,
 // - is standard output, and a launched command's words are its own.
 TEST(OptionValues, ValuesThatAreNotOptionsAreLeftToTheirChecks) {

@@ -162,7 +162,7 @@ int run_via_agent(const Options& o, const std::string& path) {
     if (!o.command.empty()) {
         launcher.release();
         if (int e = launcher.wait_exec()) {
-            err("cannot run " + o.command[0] + ": " + strerror(e) + "; check the command and your PATH");
+            err(cannot_run_message(o.command[0], e));
             close(fd);
             return kExitBadInput;
         }

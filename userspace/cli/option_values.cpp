@@ -101,6 +101,18 @@ std::string OptionValues::parse_error(const CLI::App& app, const CLI::ParseError
     // An option that took the next option as its value fails CLI11's checks in its stead: that
     // value's check, or the option that lost its place required ("--label -o x.html a.pbp").
     if (std::string s = value_taken_from_an_option(app, args, program); !s.empty()) return s;
+    // An option of one value given twice ("-d 2 -d 3": CLI11's "At Most 1 required but received 2").
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e))
+        for (const CLI::Option* opt : app.get_options()) {
+            if (!opt->nonpositional() || !wants_a_value(*opt) || opt->get_items_expected_max() != 1 ||
+                opt->results().size() < 2)
+                continue;
+            std::string name = opt->get_name(false, true), values;
+            std::replace(name.begin(), name.end(), ',', '/');
+            for (const std::string& v : opt->results()) values += (values.empty() ? "" : ", ") + v;
+            return name + " was given " + std::to_string(opt->results().size()) + " times (" + values +
+                   "); give it once";
+        }
     return std::string(e.what()) + "; see " + program + " --help";
 }
 

@@ -128,7 +128,9 @@ bool write_or_fallback(const std::string& what, const std::string& path, const s
         written.clear();
         return false;
     }
-    err("cannot write " + where + " (" + error + "); the samples were saved to " + fallback + " instead");
+    // (The fix, when a file was asked for: the cause may pass, the fallback can be moved there.)
+    err("cannot write " + where + " (" + error + "); the samples were saved to " + fallback + " instead" +
+        (path == "-" ? std::string() : "; once " + path + " can be written: mv " + fallback + " " + path));
     written = fallback;
     return false;
 }

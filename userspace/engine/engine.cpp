@@ -492,8 +492,7 @@ Session* Engine::subscribe(const SessionConfig& cfg, EventSink sink, Status& sta
     if (sp->launcher_) {
         sp->launcher_->release();
         if (int err = sp->launcher_->wait_exec()) {
-            status = Status::bad_input("cannot run " + t.command[0] + ": " + strerror(err) +
-                                       "; check the command and your PATH");
+            status = Status::bad_input(cannot_run_message(t.command[0], err));
             while (!sp->launcher_->poll_exit()) usleep(1000);
             stop(sp);
             return nullptr;
@@ -540,7 +539,8 @@ void Engine::refused(Session& s, pid_t pid, const DiscoveryResult& r) {
                         ? "more processes running a Python that pybpfprof cannot profile were found; they are not named"
                         : who + " is not profiled: " + r.reason;
     if (pid == s.launched_pid_ && s.refusals_said_.size() <= kMaxSaid)
-        m += "; the run goes on for the programs it starts (Ctrl-C to stop)";
+        m += s.deadline_ns_ ? "; the run goes on for the programs it starts, until -d ends it"
+                            : "; the run goes on for the programs it starts (Ctrl-C to stop)";
     s.event({EngineEvent::Warning, pid, false, 0, m});
 }
 

@@ -90,4 +90,15 @@ Launcher::~Launcher() {
     if (errpipe_ >= 0) close(errpipe_);
 }
 
+std::string cannot_run_message(const std::string& command, int err) {
+    std::string m = "cannot run " + command + ": " + strerror(err) + "; ";
+    if (err == EACCES)
+        return m + "it is not an executable file (or a directory on the way cannot be entered): chmod +x it, or run "
+                   "it with its interpreter (-- python3 " + command + ")";
+    if (err == ENOEXEC)
+        return m + "it is not a program this machine can run (a script needs a #! line): run it with its "
+                   "interpreter (-- python3 " + command + ")";
+    return m + "check the command and your PATH";
+}
+
 }  // namespace pbp

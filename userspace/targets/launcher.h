@@ -30,4 +30,9 @@ private:
     std::optional<int> status_;
 };
 
+// Why `command` could not be run (err: the failed exec's errno), and what to do, in one line:
+// "cannot run ./app.py: Permission denied; it is not an executable file: chmod +x it, or run
+// it with its interpreter (-- python3 ./app.py)".
+std::string cannot_run_message(const std::string& command, int err);
+
 }  // namespace pbp
