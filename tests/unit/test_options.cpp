@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -170,8 +171,30 @@ TEST(Options, HelpDocumentsTheExitCodes) {
     EXPECT_FALSE(parse({"--help"}, o, code));
     std::string out = testing::internal::GetCapturedStdout();
     EXPECT_EQ(code, 0);
-    for (const char* s : {"Exit codes: 0 ok; 1 cannot profile", "2 bad input", "3 a --pid target"})
+    for (const char* s : {"Exit codes:\n  0  the profile was written\n  1  cannot profile", "\n  2  bad input",
+                          "\n  3  a --pid target exited"})
         EXPECT_NE(out.find(s), std::string::npos) << out;
+}
+
+// --help reads on a terminal: one usage line, each option's value named (not CLI11's TEXT), and
+// no line over 100 columns (CLI11 2.1 printed descriptions of up to 300 characters on one line).
+TEST(Options, HelpIsReadableOnATerminal) {
+    Options o;
+    int code = -1;
+    testing::internal::CaptureStdout();
+    EXPECT_FALSE(parse({"--help"}, o, code));
+    const std::string out = testing::internal::GetCapturedStdout();
+    std::istringstream lines(out);
+    int usages = 0;
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_LE(line.size(), 100u) << line;
+        usages += line.rfind("Usage:", 0) == 0;
+        EXPECT_EQ(line.find(" TEXT"), std::string::npos) << line;
+    }
+    EXPECT_EQ(usages, 1) << out;
+    for (const char* s : {"-d,--duration SECONDS", "-r,--rate HZ", "-p,--pid PID", "-o,--output FILE",
+                          "--mode cpu|wall|gil", "--group-by process|pod "})
+        EXPECT_NE(out.find(s), std::string::npos) << s << "\n" << out;
 }
 
 TEST(Options, FormatFollowsTheOutputExtensionUnlessGiven) {

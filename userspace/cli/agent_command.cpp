@@ -35,6 +35,7 @@ int agent_command(int argc, char** argv) {
                  "they own.\nRun it as root (the systemd unit pybpfprof-agent does). `pybpfprof agent status` lists "
                  "the sessions you may see.",
                  "pybpfprof agent"};
+    app.formatter(help_formatter(false));
     app.footer(
         "Exit codes: 0 the agent stopped on SIGTERM, SIGINT or SIGHUP (status: the sessions were listed); 1 it could "
         "not start (not root, the socket, the kernel, BPF; status: no agent answered); 2 bad arguments.");

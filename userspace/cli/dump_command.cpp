@@ -50,6 +50,7 @@ int dump_command(int argc, char** argv) {
                  "with process_vm_readv. See docs/dump.md.",
                  "pybpfprof dump"};
     app.footer(kDumpExitCodes);
+    app.formatter(help_formatter(false));
     std::vector<std::string> pids;
     DumpRequest req;
     bool json = false;

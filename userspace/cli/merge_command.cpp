@@ -93,6 +93,7 @@ int merge_command(int argc, char** argv) {
                  "and is labelled with its machine's host name.",
                  "pybpfprof merge"};
     app.footer(kMergeExitCodes);
+    app.formatter(help_formatter(false));
     Options o;
     std::vector<std::string> inputs, label_specs;
     std::string format;

@@ -1,6 +1,7 @@
 #include "cli/option_values.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace pbp {
 
@@ -74,8 +75,66 @@ CLI::Validator group_by_check() {
             return v + " is not a grouping; choose process (one profile per process, the default) or pod (one per "
                        "Kubernetes pod)";
         },
-        "process|pod");
+        "");  // (no description: --help's type name says process|pod)
 }
+
+namespace {
+
+// Each line of text longer than width cut at its last spaces before width (a line's own
+// breaks are kept).
+std::string wrap_long_lines(const std::string& text, size_t width) {
+    std::string out;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        while (line.size() > width) {
+            size_t cut = line.rfind(' ', width);
+            if (cut == std::string::npos || cut == 0) break;
+            out += line.substr(0, cut) + "\n";
+            line = line.substr(cut + 1);
+        }
+        out += line + "\n";
+    }
+    if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
+    return out;
+}
+
+class HelpFormatter : public CLI::Formatter {
+public:
+    explicit HelpFormatter(bool own_usage) : own_usage_(own_usage) {}
+    std::string make_description(const CLI::App* app) const override {
+        return wrap_long_lines(CLI::Formatter::make_description(app), kWidth);
+    }
+    std::string make_footer(const CLI::App* app) const override {
+        return wrap_long_lines(CLI::Formatter::make_footer(app), kWidth);
+    }
+    std::string make_usage(const CLI::App* app, std::string name) const override {
+        return own_usage_ ? std::string() : CLI::Formatter::make_usage(app, std::move(name));
+    }
+    // Wrapped at word boundaries; CLI11's format_help indents each line after a newline to the
+    // description's column.
+    std::string make_option_desc(const CLI::Option* opt) const override {
+        const std::string desc = CLI::Formatter::make_option_desc(opt);
+        const size_t width = kWidth > get_column_width() + 20 ? kWidth - get_column_width() : 40;
+        std::string out, line;
+        std::istringstream words(desc);
+        for (std::string w; words >> w;) {
+            if (!line.empty() && line.size() + 1 + w.size() > width) {
+                out += line + "\n";
+                line.clear();
+            }
+            line += (line.empty() ? "" : " ") + w;
+        }
+        return out + line;
+    }
+
+private:
+    static constexpr size_t kWidth = 100;
+    bool own_usage_;
+};
+
+}  // namespace
+
+std::shared_ptr<CLI::Formatter> help_formatter(bool own_usage) { return std::make_shared<HelpFormatter>(own_usage); }
 
 CLI::Option* OptionValues::add(CLI::Option* opt, std::string what, std::string example) {
     wanted_[opt] = {std::move(what), std::move(example)};

@@ -6,6 +6,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,11 @@ namespace pbp {
 // The check of --group-by (pybpfprof and pybpfprof merge), as a sentence that says what each
 // grouping does, not CLI11's "foo not in {process,pod}".
 CLI::Validator group_by_check();
+
+// --help as a terminal shows it: option descriptions wrapped at 100 columns under their column
+// (CLI11 2.1 prints each on one line, up to 300 characters), and, for a command whose
+// description already gives its usage (own_usage), no second "Usage:" line of CLI11's.
+std::shared_ptr<CLI::Formatter> help_formatter(bool own_usage);
 
 class OptionValues {
 public:

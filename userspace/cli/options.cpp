@@ -37,11 +37,14 @@ std::string number_error(const std::string& opt, const std::string& value, const
 }
 
 constexpr const char* kExitCodes =
-    "Exit codes: 0 ok; 1 cannot profile (privileges, kernel, BPF, writing the output: the samples then go to a\n"
-    "fallback file named on stderr); 2 bad input (arguments, a PID that does not exist or is not CPython, an\n"
-    "output directory that does not exist, no CPython process found in a launched command, a --cgroup or\n"
-    "--all-python run); 3 a --pid target\n"
-    "exited during the run (its samples are kept and written).";
+    "Exit codes:\n"
+    "  0  the profile was written\n"
+    "  1  cannot profile (privileges, kernel, BPF) or cannot write the output (the samples then go to a\n"
+    "     fallback file named on stderr)\n"
+    "  2  bad input: arguments, a PID that does not exist or is not CPython, an output directory that\n"
+    "     does not exist, or no CPython process found (in a launched command, a --cgroup or an\n"
+    "     --all-python run)\n"
+    "  3  a --pid target exited during the run (its samples are kept and written)";
 
 }  // namespace
 
@@ -133,10 +136,13 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                  "Samples Python stacks in the kernel: no restart, no instrumentation, no ptrace. On-CPU time by\n"
                  "default; --mode wall adds where threads wait (off CPU), --mode gil keeps the GIL holders.\n"
                  "Usage: pybpfprof [record] [OPTIONS] [-- COMMAND ARGS]\n"
-                 "Other commands: pybpfprof dump --pid PID (every thread's Python stack now), pybpfprof merge "
-                 "FILE.pbp... -o OUT (merge profiles, from several machines too), pybpfprof agent (see their --help)",
+                 "Other commands (see their --help):\n"
+                 "  pybpfprof dump --pid PID           every thread's Python stack now\n"
+                 "  pybpfprof merge FILE.pbp... -o OUT  merge profiles, from several machines too\n"
+                 "  pybpfprof agent                    the agent, through which users profile their own processes",
                  "pybpfprof"};
     app.footer(kExitCodes);
+    app.formatter(help_formatter(true));
     app.set_version_flag("-V,--version", std::string("pybpfprof ") + PYBPFPROF_VERSION);
     std::vector<std::string> pids, formats_given;
     std::string rate, duration, max_depth, mode, min_block;
@@ -204,8 +210,16 @@ bool parse_options(int argc, char** argv, Options& o, int& exit_code) {
                "a BTF file", "vmlinux.btf");
     app.add_flag("-q,--quiet", o.quiet, "No live status line and no progress messages (warnings and errors still come)");
     app.add_flag("--no-summary", o.no_summary, "Do not print the top-functions summary");
-    app.add_option("command", o.command, "Command to launch and profile (after --)");
+    app.add_option("command", o.command, "Command to launch and profile (after --)")->type_name("COMMAND ARGS");
     app.positionals_at_end();
+    // --help names what each option takes (CLI11: TEXT, as each is read as a string to be
+    // checked with a sentence of its own).
+    for (auto [name, type] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"--pid", "PID"}, {"--cgroup", "CGROUP"}, {"--node-root", "DIR"}, {"--group-by", "process|pod"},
+             {"--rate", "HZ"}, {"--duration", "SECONDS"}, {"--mode", "cpu|wall|gil"}, {"--min-block", "DURATION"},
+             {"--output", "FILE"}, {"--format", "FORMAT"}, {"--report", "FILE"}, {"--max-depth", "FRAMES"},
+             {"--btf", "FILE"}})
+        app.get_option(name)->type_name(type);
 
     const std::vector<std::string> words(args.begin() + 1, args.end());
     try {
