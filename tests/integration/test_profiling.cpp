@@ -894,12 +894,11 @@ TEST_F(BadInput, WallModeOnAKernelThatRefusesItSaysSoAndRunsNothing) {
 }
 
 // A kernel whose verifier gives up on the scheduler programs with --native's capture (E2BIG:
-// kernel 6.12's, as tools/vmtest --kernel 6.12 showed: on_switch over 1M instructions with it,
-// 862k without; 6.1's and 6.18's take both): wall mode is kept without it, and a --native wall
-// run says so in one line, naming what runs; before, it was refused as "--mode wall is not
-// available ... use a kernel with BTF and the sched_switch tracepoint". Taken on this kernel with
-// PYBPFPROF_FORCE_WALL_NATIVE_E2BIG, which acts as that verifier; the real one runs in
-// tools/vmtest --kernel 6.12.
+// kernel 6.12's did, tools/vmtest --kernel 6.12, until the verification cut of 513a05a): wall
+// mode is kept without it, and a --native wall run says so in one line, naming what runs;
+// before, it was refused as "--mode wall is not available ... use a kernel with BTF and the
+// sched_switch tracepoint". Taken here with PYBPFPROF_FORCE_WALL_NATIVE_E2BIG, which acts as
+// that verifier (the real one was seen in a 6.12 guest before the cut).
 // (A kernel without bpf_loop, 5.10 in tools/vmtest, has no --native at all: that is what it says.)
 TEST_F(BadInput, WallNativeOnAVerifierThatRefusesBothSaysWhatRuns) {
     const std::string out = dir + "/wall.json", marker = dir + "/started";

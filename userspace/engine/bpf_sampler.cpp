@@ -173,7 +173,7 @@ std::unique_ptr<BpfSampler> BpfSampler::open(const SamplerConfig& cfg, Handler h
         if (wall && err == -E2BIG && s->native_capture_) {  // the same again without native capture
             s->native_capture_ = false;
             s->native_error_ = std::string("its verifier refused wall mode's scheduler programs with native capture (") +
-                               strerror(E2BIG) + ": they need more than the 1M instructions it verifies at most, as on kernel 6.12)";
+                               strerror(E2BIG) + ": they need more than the 1M instructions it verifies at most)";
             continue;
         }
         if (wall) {  // the same again without the scheduler programs

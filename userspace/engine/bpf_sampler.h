@@ -34,9 +34,9 @@ struct SamplerConfig {
     // --native: load the machine-state capture (kernels with bpf_loop and bpf_task_pt_regs),
     // and size the ring buffer for its records (~17 KiB each). Which processes it applies to
     // is their PBP_PROC_NATIVE flag. A kernel whose verifier gives up on the scheduler
-    // programs with it (E2BIG: more than the 1M instructions it verifies at most; kernel
-    // 6.12's does, 6.1's and 6.18's do not) gets them without it: wall mode is kept, and
-    // native_error() says why --native is not.
+    // programs with it (E2BIG: more than the 1M instructions it verifies at most; 6.12's did
+    // before the cut of 513a05a, none of the kernels tools/vmtest boots does since) gets them
+    // without it: wall mode is kept, and native_error() says why --native is not.
     bool native_capture = false;
     bool force_wall_native_e2big = false;  // Knobs::force_wall_native_e2big
     // Why wall mode's scheduler programs are left out; empty: they are loaded. Verifying them

@@ -21,7 +21,7 @@ struct Knobs {
     bool force_no_wall = false;    // PYBPFPROF_FORCE_NO_WALL: act as on a kernel that refuses wall
                                    // mode's scheduler programs (tests of the refusal)
     // PYBPFPROF_FORCE_WALL_NATIVE_E2BIG: act as on a kernel whose verifier gives up on the
-    // scheduler programs with --native's capture (6.12: BpfSamplerConfig::native_capture)
+    // scheduler programs with --native's capture (SamplerConfig::native_capture)
     bool force_wall_native_e2big = false;
     bool no_code_cache = false;    // PYBPFPROF_NO_CODE_CACHE: read every code object, as before 3.14
     bool no_code_capture = false;  // PYBPFPROF_NO_CODE_CAPTURE: no code object identity captured by
