@@ -1,6 +1,7 @@
 #include "engine/stack_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "cpython/runtime_phase.h"
@@ -151,9 +152,10 @@ uint32_t StackStore::stack_for(const pbp_event& e) {
     if (!e.stack_id) {
         // Start-up, finalization, a C library's thread: what it is, not a problem.
         const bool started = started_.count(static_cast<pid_t>(e.pid));
-        if ((e.runtime & PBP_RT_UNREADABLE) && forked_.count(static_cast<pid_t>(e.pid)) &&
-            cpython::frameless_label(e.runtime, e.reason, false) == cpython::kStartup)
-            return synthetic_stack(kExecLabel, wait, false);
+        // (Compared as text: the same literal can have one address per translation unit.)
+        if ((e.runtime & PBP_RT_UNREADABLE) && forked_.count(static_cast<pid_t>(e.pid)))
+            if (const char* l = cpython::frameless_label(e.runtime, e.reason, false); l && !strcmp(l, cpython::kStartup))
+                return synthetic_stack(kExecLabel, wait, false);
         if (const char* what = cpython::frameless_label(e.runtime, e.reason, started)) return synthetic_stack(what, wait, false);
         // An off-CPU sample with neither a stack nor a reason (made by the engine for a thread
         // still blocked at the end, stack not read): the leaf alone.
