@@ -282,7 +282,7 @@ static __always_inline int finish_walk(void *ctx, void *progs, struct scratch *s
 	return walk_done(si, id, st->depth, st->flags, st->reason, wake);
 }
 
-static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
+static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid, __u16 flags)
 {
 	struct pbp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -295,6 +295,7 @@ static __always_inline void emit_proc_event(__u32 type, __u32 tgid, __u32 ppid)
 	e->pid = tgid;
 	e->tid = tgid;
 	e->ppid = ppid;
+	e->flags = flags;
 	e->cpu = bpf_get_smp_processor_id();
 	/* wake the consumer at once: discovery latency matters more than batching */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);

@@ -181,7 +181,7 @@ int BPF_PROG(on_exec, struct task_struct *p)
 	if (!known && (watch_flags & PBP_WATCH_CGROUP) && !in_cgroup_filter())
 		return 0;
 	__u32 ppid = BPF_CORE_READ(p, real_parent, tgid);
-	emit_proc_event(PBP_EV_EXEC, tgid, ppid);
+	emit_proc_event(PBP_EV_EXEC, tgid, ppid, 0);
 	return 0;
 }
 
@@ -197,7 +197,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	/* Every thread of a profiled process: the name it ends with (p is current here). */
 	emit_thread_exit(tgid, pid);
 	if (pid == tgid)
-		emit_proc_event(PBP_EV_EXIT, tgid, 0);
+		emit_proc_event(PBP_EV_EXIT, tgid, 0, 0);
 	return 0;
 }
 
@@ -216,6 +216,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	if (!bpf_map_lookup_elem(&procs, &ptgid))
 		return 0;
-	emit_proc_event(PBP_EV_FORK, ctgid, ptgid);
+	int shares_mm = BPF_CORE_READ(child, mm) == BPF_CORE_READ(parent, mm);
+	emit_proc_event(PBP_EV_FORK, ctgid, ptgid, shares_mm ? PBP_F_SHARES_MM : 0);
 	return 0;
 }

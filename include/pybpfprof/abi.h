@@ -456,6 +456,9 @@ struct pbp_offcpu_slot {
 /* OFF_CPU: the sum of several intervals shorter than the minimum (--min-block) of this
  * thread and wait, attributed to the stack at the last of them. Not one contiguous interval. */
 #define PBP_F_AGGREGATE (1u << 2)
+/* FORK: the child shares its parent's memory (CLONE_VM: vfork, as subprocess forks on 3.10+):
+ * it can run nothing of its own until it execs or exits. */
+#define PBP_F_SHARES_MM (1u << 3)
 
 struct pbp_event {
 	__u64 ts_ns;              /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */

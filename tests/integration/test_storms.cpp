@@ -215,9 +215,11 @@ TEST_F(Storms, ExecStormInSequenceAndInParallelBatches) {
 // of them, 16 of 40 in one run, "profiling PID N (python3, CPython ...)": found between
 // fork and exec, and taken as settled at once), nor listed as processes of their own (until
 // 2026-11-30, each one sampled between its fork and its exec was a process "python3
-// fork_exec_spawn.py" in the profile): what they were sampled doing is their parent's, under
-// its thread "[forked children, until their exec]" (the parent's stack down to subprocess's
-// fork, or the exec itself). Each PID is announced at most once (a "spawn" child is found at
+// fork_exec_spawn.py" in the profile): subprocess vforks them (sharing its memory, they run
+// nothing of their own), so what they were sampled doing is their parent's, under its thread
+// "[forked children, until their exec]" (the parent's stack down to subprocess's fork, or the
+// exec itself). (A plain fork's child that runs Python briefly and execs stays a process of its
+// own: StatusLine.CountsEveryProcessProfiledSoFar.) Each PID is announced at most once (a "spawn" child is found at
 // its fork and again at its exec), and the children that do run Python, spawned or forked,
 // are announced and sampled.
 TEST_F(Storms, ForkedChildrenAreNeverTakenForTheirParent) {

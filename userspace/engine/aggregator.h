@@ -55,8 +55,8 @@ public:
     // ProcessRegistry keeps that program's metadata under), so the next program's samples, and
     // its command line, do not mix with them. A process with no sample stays where it is.
     void retire(uint32_t pid, uint32_t key);
-    // child, forked by parent, exec'd another program before it ran Python of its own: its
-    // samples (its fork's way to the exec, under its parent's stack) move to parent's thread
+    // child, vforked by parent, exec'd another program (it could run nothing of its own before):
+    // its samples (its fork's way to the exec, under its parent's stack) move to parent's thread
     // kForkedChildrenTid, and child is no longer listed. Nothing moves if parent is not
     // listed here (not a target of this session).
     void fold_fork(uint32_t child, uint32_t parent);

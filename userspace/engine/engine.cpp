@@ -574,7 +574,7 @@ void Engine::retry_cgroups(Session& s, uint64_t now) {
     }
 }
 
-bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, pid_t fork_parent) {
+bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, pid_t fork_parent, bool shares_mm) {
     // Asked again now: the process may have exec'd a setuid program since it was found.
     if (std::string why; !s.admits(t.pid, &why)) {
         debug("PID " + std::to_string(t.pid) + " not registered: " + why);
@@ -634,7 +634,7 @@ bool Engine::register_target(Session& s, const PythonTarget& t, bool announce, p
     e.python = t.describe();
     if (const ProcessProfile* p = registry_->find(static_cast<uint32_t>(t.pid))) e.labels = p->labels;
     if (fork_parent && !s.announced_.count(t.pid))
-        s.unannounced_[t.pid] = {e, t.exe, mono_ns(), fork_parent};  // see on_sample, announce_settled_forks
+        s.unannounced_[t.pid] = {e, t.exe, mono_ns(), fork_parent, shares_mm};  // see on_sample, announce_settled_forks
     else
         this->announce(s, e);
     return true;
@@ -850,13 +850,15 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
             std::all_of(wanting.begin(), wanting.end(), [&](Session* s) { return s->targets_.count(pid) != 0; }))
             return;
         // Same PID, new program: its old layout and caches are void (BPF forgot it at exec).
-        // A forked child that never ran Python was never news: it is not announced, nor listed
-        // as a process of its own. What it was sampled doing between its fork and its exec
-        // (the fork's way out to the exec: subprocess's, say) is its parent's call's cost: its
-        // samples go to its parent, under one thread for all such children
-        // (Aggregator::fold_fork).
+        // A forked child that never ran Python was never news: it is not announced. One that
+        // shared its parent's memory until this exec (a vfork, as subprocess makes on 3.10+)
+        // could run nothing of its own: what it was sampled doing (the fork's way out to the
+        // exec) is its parent's call's cost, and it is no process of its own. Its samples go to
+        // its parent, under one thread for all such children (Aggregator::fold_fork). A plain
+        // fork's child may have run Python of its own for a while (under kForkRunsPythonNs):
+        // its samples stay its own, under the program they ran.
         for (Session* s : targets_[pid])
-            if (auto u = s->unannounced_.find(pid); u != s->unannounced_.end())
+            if (auto u = s->unannounced_.find(pid); u != s->unannounced_.end() && u->second.shares_mm)
                 s->agg_->fold_fork(static_cast<uint32_t>(pid), static_cast<uint32_t>(u->second.parent));
         retire_exec(pid);
         for (Session* s : targets_[pid]) {
@@ -874,6 +876,7 @@ void Engine::on_exec_or_fork(const pbp_event& e) {
     pending_[pid].for_sessions.insert(wanting.begin(), wanting.end());
     pending_[pid].fork = !exec;
     pending_[pid].parent = exec ? 0 : static_cast<pid_t>(e.ppid);
+    pending_[pid].shares_mm = !exec && (e.flags & PBP_F_SHARES_MM);
 }
 
 void Engine::run_pending() {
@@ -890,7 +893,7 @@ void Engine::run_pending() {
         switch (r.status) {
             case Discovery::Python: {
                 bool any = false;
-                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true, p.fork ? p.parent : 0);
+                for (Session* s : p.for_sessions) any |= register_target(*s, *r.target, true, p.fork ? p.parent : 0, p.fork && p.shares_mm);
                 if (any)
                     debug("PID " + std::to_string(pid) + " registered at mono_ns " + std::to_string(mono_ns()) +
                           " (event at " + std::to_string(p.event_ns) + ", attempt " + std::to_string(p.attempt) + ")");

@@ -232,6 +232,7 @@ private:
         std::string exe;  // /proc/PID/exe when found: another one later means it has exec'd
         uint64_t found_ns = 0;
         pid_t parent = 0;  // the process that forked it
+        bool shares_mm = false;  // with it (vfork: it can run nothing of its own before its exec)
     };
     std::map<pid_t, Unannounced> unannounced_;
     std::string first_refusal_;
@@ -309,8 +310,10 @@ private:
     void on_sample(const pbp_event& e);
     void on_exec_or_fork(const pbp_event& e);
     bool add_target(Session& s, pid_t pid, bool announce);      // discover now; register
-    // fork_parent: the target was found at its fork by that process (0: not a fork).
-    bool register_target(Session& s, const PythonTarget& t, bool announce, pid_t fork_parent = 0);
+    // fork_parent: the target was found at its fork by that process (0: not a fork);
+    // shares_mm: that fork was a vfork (PBP_F_SHARES_MM).
+    bool register_target(Session& s, const PythonTarget& t, bool announce, pid_t fork_parent = 0,
+                         bool shares_mm = false);
     void announce(Session& s, EngineEvent e);
     void announce_settled_forks(uint64_t now);
     void release_target(Session& s, pid_t pid);
@@ -401,6 +404,7 @@ private:
         uint64_t event_ns;            // BPF timestamp of the exec/fork (0: found by a scan)
         bool fork = false;            // found at a fork, no exec since: announced at its first Python stack
         pid_t parent = 0;             // (fork) the process that forked it
+        bool shares_mm = false;       // (fork) PBP_F_SHARES_MM: a vfork
         std::set<Session*> for_sessions;
     };
     std::map<pid_t, Pending> pending_;

@@ -117,10 +117,10 @@ struct Sample {
     bool operator==(const Sample&) const = default;
 };
 
-// The thread of a process that holds what its forked children were sampled doing between
-// their fork and their exec of another program, before any ran Python of its own (a
-// subprocess's child on its way to exec uname, say): their parent's call's cost, not processes
-// of their own (Aggregator::fold_fork). No thread has tid 0.
+// The thread of a process that holds what its vforked children (sharing its memory until their
+// exec: subprocess's child on its way to exec uname, say) were sampled doing before their exec
+// of another program: their parent's call's cost, not processes of their own
+// (Aggregator::fold_fork, Engine::on_exec_or_fork). No thread has tid 0.
 constexpr uint32_t kForkedChildrenTid = 0;
 constexpr const char* kForkedChildrenName = "[forked children, until their exec]";
 
